@@ -1,0 +1,1 @@
+"""The six seed cases as data files, loaded with `datasets`."""

@@ -1,0 +1,274 @@
+"""The typed contracts shared by tools, recorder, gatekeeper, hook, audit store and signatures.
+
+Field names follow the ISS-007 design document exactly; this module is the one home for them.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+ToolName = Literal["query_metrics", "query_logs", "lookup_knowledge"]
+TOOL_NAMES: tuple[str, ...] = ("query_metrics", "query_logs", "lookup_knowledge")
+EvidenceStatus = Literal["supported", "no_evidence", "failed"]
+ClaimType = Literal["observation", "negative_observation", "root_cause", "risk"]
+Severity = Literal["none", "low_confid", "reject"]
+Verdict = Literal["PASS", "LOW_CONFID", "REJECT"]
+EvidenceLevel = Literal["direct", "indirect", "none"]
+
+SEVERITY_RANK: dict[str, int] = {"none": 0, "low_confid": 1, "reject": 2}
+
+
+class Contract(BaseModel):
+    """LM-facing and audit contracts: an unexpected field is an error, never silently dropped."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+class Record(BaseModel):
+    """Tool-side records may come from exported files with extra columns; those are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+# --- tool side ---------------------------------------------------------------------------------
+
+
+class EvidenceRef(Record):
+    raw_path: str
+    text: str
+
+
+class RetrievalDetails(Record):
+    evidence_status: EvidenceStatus
+    evidence_refs: list[EvidenceRef] = Field(default_factory=list)
+    # What was searched and what the tool said, so a no-hit can be cited and audited.
+    searched: dict[str, Any] = Field(default_factory=dict)
+    message: str = ""
+
+
+class ToolInvocation(Record):
+    id: int
+    session_id: str
+    tool_name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    output: dict[str, Any] = Field(default_factory=dict)
+    output_preview: str = ""
+    retrieval_details: RetrievalDetails
+    success: bool = True
+    latency_ms: float = 0.0
+    created_at: datetime | None = None
+
+
+# --- executor side -----------------------------------------------------------------------------
+
+
+class EvidenceBinding(Contract):
+    tool_name: str
+    source_invocation_id: int | None = None
+    raw_path: str | None = None
+    evidence_excerpt: str = ""
+
+
+class Claim(Contract):
+    claim_id: str
+    claim_type: ClaimType
+    claim_text: str
+    evidence_bindings: list[EvidenceBinding] = Field(default_factory=list)
+
+
+class Hypothesis(Contract):
+    hypothesis_id: str
+    hypothesis_text: str
+    basis_claim_ids: list[str] = Field(default_factory=list)
+    missing_info: str = ""
+
+
+class MissingInfo(Contract):
+    info_id: str
+    description: str
+
+
+class RecommendedAction(Contract):
+    action_id: str
+    action_text: str
+    reason: str = ""
+    evidence_bindings: list[EvidenceBinding] = Field(default_factory=list)
+
+
+class ExecutorOutput(Contract):
+    claims: list[Claim] = Field(default_factory=list)
+    hypotheses: list[Hypothesis] = Field(default_factory=list)
+    missing_info: list[MissingInfo] = Field(default_factory=list)
+    recommended_actions: list[RecommendedAction] = Field(default_factory=list)
+
+
+# --- gatekeeper side ---------------------------------------------------------------------------
+
+
+class Finding(Contract):
+    rule: str
+    message: str
+    claim_id: str | None = None
+    action_id: str | None = None
+    binding_index: int | None = None
+
+
+class CheckedBinding(Contract):
+    claim_id: str | None = None
+    action_id: str | None = None
+    binding_index: int
+    tool_name: str
+    source_invocation_id: int | None = None
+    raw_path: str | None = None
+    evidence_excerpt: str = ""
+    status: Literal["pass", "fail"]
+    severity: Severity = "none"
+    matched_text: str | None = None
+    rule: str | None = None
+    message: str | None = None
+    backfilled: bool = False
+
+
+class GatekeeperResult(Contract):
+    status: Literal["pass", "fail"]
+    severity: Severity
+    checked_bindings: list[CheckedBinding] = Field(default_factory=list)
+    failed_rules: list[str] = Field(default_factory=list)
+    warnings: list[Finding] = Field(default_factory=list)
+    errors: list[Finding] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _status_matches_severity(self) -> GatekeeperResult:
+        if (self.status == "pass") != (self.severity == "none"):
+            raise ValueError(f"status={self.status} is inconsistent with severity={self.severity}")
+        if self.status == "pass" and self.errors:
+            raise ValueError("a passing gatekeeper result cannot carry errors")
+        return self
+
+
+class TraceSummaryEntry(Contract):
+    trace_ref: str
+    tool_name: str
+    source_invocation_ids: list[int]
+    evidence_level: EvidenceLevel
+    output_summary: str
+    invocation_count: int
+    no_hit_invocation_count: int
+
+
+class ParseStatus(Contract):
+    status: Literal["valid", "repaired", "invalid"]
+    detail: str
+
+
+class RetryContext(Contract):
+    attempt: int
+    failed_rules: list[str]
+    errors: list[Finding]
+
+
+class VerifierInput(Contract):
+    original_query: str
+    executor_structured_output: ExecutorOutput
+    gatekeeper_result: GatekeeperResult
+    tool_trace_summary: list[TraceSummaryEntry]
+    executor_output_parse_status: ParseStatus
+    retry_context: RetryContext | None = None
+
+
+# --- verifier, composer, planner ---------------------------------------------------------------
+
+
+class PlannerOutput(Contract):
+    scope: Literal["narrow", "broad"]
+    target_services: list[str] = Field(default_factory=list)
+    topics: list[str] = Field(default_factory=list)
+    excluded_topics: list[str] = Field(default_factory=list)
+    evidence_plan: list[str] = Field(default_factory=list)
+
+
+class ClaimJudgement(Contract):
+    claim_id: str
+    verdict: Verdict
+    reason: str = ""
+
+
+class VerifierOutput(Contract):
+    verdict: Verdict
+    groundedness_score: float = Field(ge=0.0, le=1.0)
+    claim_judgements: list[ClaimJudgement] = Field(default_factory=list)
+    reason: str = ""
+
+
+class ComposerOutput(Contract):
+    status: Literal["valid", "replaced", "fallback"]
+    user_facing_answer: str
+
+
+# --- audit record and API result ---------------------------------------------------------------
+
+
+class StageUsage(Contract):
+    lm_calls: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class VerifierEvaluation(Contract):
+    gatekeeper_result: GatekeeperResult
+    verdict: Verdict | None = None
+    groundedness_score: float | None = None
+    claim_judgements: list[ClaimJudgement] = Field(default_factory=list)
+    reason: str = ""
+    # Every place where code overrode the verifier LM, so an auditor sees why the verdict moved.
+    code_overrides: list[Finding] = Field(default_factory=list)
+
+
+class SelfEvaluation(Contract):
+    verifier_evaluation: VerifierEvaluation
+
+
+class ExecutorAttempt(Contract):
+    attempt: int
+    executor_output: ExecutorOutput | None = None
+    parse_status: ParseStatus
+    gatekeeper_result: GatekeeperResult
+    retry_context: RetryContext | None = None
+
+
+class DiagnosisSession(Contract):
+    session_id: str
+    query: str
+    status: Literal["running", "completed", "failed"] = "running"
+    created_at: datetime | None = None
+    verdict: Verdict | None = None
+    answer: str = ""
+    lm_model: str = ""
+    planner_output: PlannerOutput | None = None
+    executor_output: ExecutorOutput | None = None
+    executor_attempts: list[ExecutorAttempt] = Field(default_factory=list)
+    tool_trace_summary: list[TraceSummaryEntry] = Field(default_factory=list)
+    self_evaluation: SelfEvaluation | None = None
+    composer_output: ComposerOutput | None = None
+    usage: dict[str, StageUsage] = Field(default_factory=dict)
+    errors: list[Finding] = Field(default_factory=list)
+
+
+class VerifiedClaim(Contract):
+    claim: Claim
+    verification_status: Literal["verified", "blocked", "downgraded"]
+    reason: str = ""
+
+
+class DiagnosisResult(Contract):
+    session_id: str
+    verdict: Verdict
+    answer: str
+    claims: list[VerifiedClaim] = Field(default_factory=list)
+    gatekeeper_result: GatekeeperResult
+    composer_status: str = ""
+    usage: dict[str, StageUsage] = Field(default_factory=dict)
+    errors: list[Finding] = Field(default_factory=list)

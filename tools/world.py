@@ -1,0 +1,146 @@
+"""The fixture world: services, alerts, logs, runbooks and search synonyms, loaded from data files.
+
+The files under ``tools/world/`` are the single source of truth; a reviewer reads them directly.
+Set ``DIAGNOSIS_WORLD`` to point the tools at another directory with the same layout.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+DEFAULT_WORLD_DIR = Path(__file__).resolve().parent / "world"
+LOG_LEVELS = ("DEBUG", "INFO", "WARN", "ERROR")
+ALERT_FIELDS = ("name", "state", "service", "current", "threshold", "duration", "description", "samples")
+LOG_FIELDS = ("timestamp", "level", "service", "message")
+
+
+class WorldError(RuntimeError):
+    """A fixture file is missing or malformed; the message names the file and the problem."""
+
+
+@dataclass(frozen=True)
+class Runbook:
+    source: str
+    title: str
+    sections: tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class World:
+    services: tuple[dict[str, Any], ...]
+    alerts: tuple[dict[str, Any], ...]
+    logs: tuple[dict[str, Any], ...]
+    runbooks: tuple[Runbook, ...]
+    synonyms: dict[str, tuple[str, ...]]
+
+    @property
+    def service_names(self) -> frozenset[str]:
+        return frozenset(s["name"] for s in self.services)
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise WorldError(f"fixture file missing: {path}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise WorldError(f"fixture file {path} is not valid JSON: {exc}") from None
+
+
+def _require(record: Any, fields: tuple[str, ...], where: str) -> None:
+    if not isinstance(record, dict):
+        raise WorldError(f"{where}: expected an object, got {type(record).__name__}")
+    missing = [f for f in fields if f not in record]
+    if missing:
+        raise WorldError(f"{where}: missing field(s) {', '.join(missing)}")
+
+
+def _load_logs(path: Path) -> list[dict[str, Any]]:
+    logs = []
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise WorldError(f"fixture file missing: {path}") from None
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise WorldError(f"{path}:{number} is not valid JSON: {exc}") from None
+        _require(record, LOG_FIELDS, f"{path}:{number}")
+        if record["level"] not in LOG_LEVELS:
+            raise WorldError(f"{path}:{number}: level {record['level']!r} is not one of {LOG_LEVELS}")
+        logs.append(record)
+    return logs
+
+
+def _load_runbook(path: Path) -> Runbook:
+    title = path.stem
+    sections: list[tuple[str, str]] = []
+    heading, body = "", []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if line.startswith("# "):
+            title = line[2:].strip()
+        elif line.startswith("## "):
+            if heading and "".join(body).strip():
+                sections.append((heading, " ".join(x.strip() for x in body if x.strip())))
+            heading, body = line[3:].strip(), []
+        else:
+            body.append(line)
+    if heading and "".join(body).strip():
+        sections.append((heading, " ".join(x.strip() for x in body if x.strip())))
+    if not sections:
+        raise WorldError(f"runbook {path} has no '## ' sections with text")
+    return Runbook(source=path.name, title=title, sections=tuple(sections))
+
+
+def load_world(directory: Path | str | None = None) -> World:
+    root = Path(directory or os.environ.get("DIAGNOSIS_WORLD") or DEFAULT_WORLD_DIR)
+    if not root.is_dir():
+        raise WorldError(f"fixture world directory not found: {root}")
+    services = _read_json(root / "services.json")
+    if not isinstance(services, list):
+        raise WorldError(f"{root / 'services.json'}: expected a list of services")
+    for i, s in enumerate(services):
+        _require(s, ("name",), f"services.json[{i}]")
+    alerts = _read_json(root / "alerts.json")
+    if not isinstance(alerts, list):
+        raise WorldError(f"{root / 'alerts.json'}: expected a list of alerts")
+    for i, a in enumerate(alerts):
+        _require(a, ALERT_FIELDS, f"alerts.json[{i}]")
+    synonyms_raw = _read_json(root / "synonyms.json")
+    if not isinstance(synonyms_raw, dict):
+        raise WorldError(f"{root / 'synonyms.json'}: expected an object of synonym groups")
+    synonyms = {
+        group: tuple(term.casefold() for term in terms)
+        for group, terms in synonyms_raw.items()
+        if not group.startswith("_")
+    }
+    runbook_paths = sorted((root / "runbooks").glob("*.md"))
+    if not runbook_paths:
+        raise WorldError(f"no runbooks found under {root / 'runbooks'}")
+    return World(
+        services=tuple(services),
+        alerts=tuple(alerts),
+        logs=tuple(_load_logs(root / "logs.jsonl")),
+        runbooks=tuple(_load_runbook(p) for p in runbook_paths),
+        synonyms=synonyms,
+    )
+
+
+_lock = threading.Lock()
+_cached: dict[str, World] = {}
+
+
+def get_world() -> World:
+    key = os.environ.get("DIAGNOSIS_WORLD") or str(DEFAULT_WORLD_DIR)
+    with _lock:
+        if key not in _cached:
+            _cached[key] = load_world(key)
+        return _cached[key]
