@@ -24,7 +24,7 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from program.matching import match_excerpt
+from program.matching import match_excerpt, occurs_in_order
 from signatures.contracts import (
     SEVERITY_RANK,
     TOOL_NAMES,
@@ -70,7 +70,7 @@ class _Context:
             for ref in inv.retrieval_details.evidence_refs:
                 if (inv.id, ref.raw_path) == skip:
                     continue
-                if match_excerpt(excerpt, ref.text).ok:
+                if occurs_in_order(excerpt, ref.text) and match_excerpt(excerpt, ref.text).ok:
                     return f"; that text is at invocation {inv.id} ({inv.tool_name}) {ref.raw_path}"
         return None
 

@@ -12,6 +12,7 @@ other punctuation and whitespace only separate words, so they fold into one opti
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import re
 import unicodedata
@@ -50,12 +51,26 @@ def _is_word(ch: str) -> bool:
     return ch.isalnum() and not _is_cjk(ch)
 
 
-def _fold_char(ch: str) -> str:
-    if ch in ZERO_WIDTH:
-        return ""
-    if ch in DASHES:
-        return "-"
-    return unicodedata.normalize("NFKC", ch).casefold()
+GAP, WORD, SOLID = 0, 1, 2  # separator; Latin-like letter or digit; CJK or meaningful punctuation
+_FOLDED: dict[str, tuple[tuple[str, int], ...]] = {}
+
+
+def _fold_char(ch: str) -> tuple[tuple[str, int], ...]:
+    """The normalised characters one source character becomes, each with its kind (memoised)."""
+    folded = _FOLDED.get(ch)
+    if folded is None:
+        if ch in ZERO_WIDTH:
+            text = ""
+        elif ch in DASHES:
+            text = "-"
+        else:
+            text = unicodedata.normalize("NFKC", ch).casefold()
+        folded = tuple(
+            (c, WORD if _is_word(c) else SOLID if c.isalnum() or c in HARD_PUNCTUATION else GAP)
+            for c in text
+        )
+        _FOLDED[ch] = folded
+    return folded
 
 
 @dataclass(frozen=True)
@@ -70,30 +85,48 @@ class Canonical:
 @lru_cache(maxsize=8192)
 def canonical(raw: str) -> Canonical:
     source = unicodedata.normalize("NFC", raw)
+    last = len(source) - 1
     chars: list[str] = []
     index: list[int] = []
     gap = False
+    previous_kind = GAP
     for i, ch in enumerate(source):
-        for c in _fold_char(ch):
-            soft_dash = c == "-" and 0 < i < len(source) - 1 and source[i - 1].isspace() and source[i + 1].isspace()
-            if c.isspace() or soft_dash or not (c.isalnum() or _is_cjk(c) or c in HARD_PUNCTUATION):
+        for c, kind in _fold_char(ch):
+            # A dash standing alone between spaces is a separator, not a minus sign or a hyphen.
+            if kind == SOLID and c == "-" and (i == 0 or source[i - 1].isspace()) and (i == last or source[i + 1].isspace()):
+                kind = GAP
+            if kind == GAP:
                 gap = True
                 continue
-            if gap and chars and _is_word(chars[-1]) and _is_word(c):
+            if gap and previous_kind == WORD and kind == WORD:
                 chars.append(" ")
                 index.append(i)
             gap = False
+            previous_kind = kind
             chars.append(c)
             index.append(i)
     return Canonical(source=source, text="".join(chars), index=tuple(index))
 
 
 def significant_chars(text: str) -> int:
-    return sum(ch.isalnum() for ch in text)
+    return sum(map(str.isalnum, text))
 
 
-def split_pieces(excerpt: str) -> list[str]:
-    return [p for p in (x.strip() for x in ELLIPSIS.split(unicodedata.normalize("NFKC", excerpt))) if p]
+@lru_cache(maxsize=8192)
+def split_pieces(excerpt: str) -> tuple[str, ...]:
+    return tuple(p for p in (x.strip() for x in ELLIPSIS.split(unicodedata.normalize("NFKC", excerpt))) if p)
+
+
+def occurs_in_order(excerpt: str, ref_text: str) -> bool:
+    """Cheap pre-check: every normalised piece occurs in the ref, in order (no edge checks)."""
+    ref = canonical(ref_text).text
+    cursor = 0
+    for piece in split_pieces(excerpt):
+        found = ref.find(canonical(piece).text, cursor)
+        if found < 0:
+            return False
+        cursor = found + 1
+    return True
 
 
 @dataclass(frozen=True)
@@ -105,21 +138,22 @@ class Match:
     too_weak: bool = False  # the excerpt cannot be compared at all: low confidence, not fabrication
 
 
-def _atoms(text: str) -> list[tuple[int, int]]:
-    return [(m.start(), m.end()) for m in ATOM.finditer(text)]
+@lru_cache(maxsize=8192)
+def _atoms(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    spans = [(m.start(), m.end()) for m in ATOM.finditer(text)]
+    return tuple(s for s, _ in spans), tuple(e for _, e in spans)
 
 
 def _cut_atom(source: str, position: int, allow_cut_words: bool) -> str | None:
     """The atom that `position` falls strictly inside, unless the cut is an allowed truncation."""
-    for start, end in _atoms(source):
-        if start < position < end:
-            atom = source[start:end]
-            if allow_cut_words and not any(ch.isdigit() for ch in atom):
-                return None
-            return atom
-        if start >= position:
-            break
-    return None
+    starts, ends = _atoms(source)
+    k = bisect.bisect_left(starts, position) - 1
+    if k < 0 or ends[k] <= position:
+        return None
+    atom = source[starts[k] : ends[k]]
+    if allow_cut_words and not any(ch.isdigit() for ch in atom):
+        return None
+    return atom
 
 
 def _negation_before(source: str, position: int) -> str | None:

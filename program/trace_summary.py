@@ -12,12 +12,25 @@ from signatures.contracts import TraceSummaryEntry, ToolInvocation
 
 LEVEL_BY_TOOL = {"query_metrics": "direct", "query_logs": "direct", "lookup_knowledge": "indirect"}
 LABEL_BY_TOOL = {"query_metrics": "metric_evidence", "query_logs": "log_evidence", "lookup_knowledge": "runbook"}
-MAX_ITEMS = 6
+MAX_REFS_PER_CALL = 3
 MAX_ITEM_CHARS = 160
 
 
 def _clip(text: str) -> str:
     return text if len(text) <= MAX_ITEM_CHARS else text[: MAX_ITEM_CHARS - 1] + "…"
+
+
+def _describe(inv: ToolInvocation) -> str:
+    """One line per call, so a no-hit or a failure is never squeezed out by another call's refs."""
+    details = inv.retrieval_details
+    if details.evidence_status == "no_evidence":
+        return f"#{inv.id} no_hit: {_clip(details.message)}"
+    if details.evidence_status == "failed":
+        return f"#{inv.id} failed: {_clip(details.message)}"
+    refs = details.evidence_refs
+    shown = [f"{ref.raw_path} {_clip(ref.text)}" for ref in refs[:MAX_REFS_PER_CALL]]
+    more = f" (+{len(refs) - MAX_REFS_PER_CALL} more refs)" if len(refs) > MAX_REFS_PER_CALL else ""
+    return f"#{inv.id} " + " | ".join(shown) + more
 
 
 def build_trace_summary(invocations: Iterable[ToolInvocation]) -> list[TraceSummaryEntry]:
@@ -26,31 +39,16 @@ def build_trace_summary(invocations: Iterable[ToolInvocation]) -> list[TraceSumm
         by_tool.setdefault(inv.tool_name, []).append(inv)
     entries = []
     for n, (tool, calls) in enumerate(by_tool.items(), start=1):
-        items: list[str] = []
-        no_hit = 0
-        has_refs = False
-        for inv in calls:
-            details = inv.retrieval_details
-            if details.evidence_status == "no_evidence":
-                no_hit += 1
-                items.append(f"#{inv.id} no_hit: {details.message}")
-            elif details.evidence_status == "failed":
-                items.append(f"#{inv.id} failed: {details.message}")
-            for ref in details.evidence_refs:
-                has_refs = True
-                items.append(f"#{inv.id} {ref.raw_path} {ref.text}")
-        shown = [_clip(item) for item in items[:MAX_ITEMS]]
-        if len(items) > MAX_ITEMS:
-            shown.append(f"(+{len(items) - MAX_ITEMS} more)")
+        has_refs = any(inv.retrieval_details.evidence_refs for inv in calls)
         entries.append(
             TraceSummaryEntry(
                 trace_ref=f"trace-{n}",
                 tool_name=tool,
                 source_invocation_ids=[inv.id for inv in calls],
                 evidence_level=LEVEL_BY_TOOL.get(tool, "indirect") if has_refs else "none",
-                output_summary=f"{LABEL_BY_TOOL.get(tool, tool)}: " + " | ".join(shown),
+                output_summary=f"{LABEL_BY_TOOL.get(tool, tool)}: " + " || ".join(_describe(inv) for inv in calls),
                 invocation_count=len(calls),
-                no_hit_invocation_count=no_hit,
+                no_hit_invocation_count=sum(inv.retrieval_details.evidence_status == "no_evidence" for inv in calls),
             )
         )
     return entries

@@ -1,0 +1,55 @@
+import threading
+
+from program.audit import AuditStore
+from signatures.contracts import DiagnosisSession, GatekeeperResult, SelfEvaluation, VerifierEvaluation
+from tools.recorder import ToolInvocationRecorder
+
+
+def _session(session_id: str) -> DiagnosisSession:
+    gate = GatekeeperResult(status="fail", severity="reject", failed_rules=["evidence.raw_path"],
+                            errors=[{"rule": "evidence.raw_path", "message": "raw_path '$.alerts[99]' is not among refs"}])
+    return DiagnosisSession(
+        session_id=session_id, query="q", status="completed", verdict="REJECT",
+        self_evaluation=SelfEvaluation(verifier_evaluation=VerifierEvaluation(gatekeeper_result=gate, verdict="REJECT")),
+    )
+
+
+def test_session_round_trip_keeps_gatekeeper_result_where_the_design_puts_it(tmp_path):
+    url = f"sqlite:///{tmp_path / 'audit.db'}"
+    AuditStore(url).save_session(_session("s1"))
+    loaded = AuditStore(url).get_session("s1")
+    gate = loaded.self_evaluation.verifier_evaluation.gatekeeper_result
+    assert gate.severity == "reject" and gate.failed_rules == ["evidence.raw_path"]
+    assert AuditStore(url).get_session("missing") is None
+
+
+def test_saving_twice_updates_in_place(store):
+    record = _session("s1")
+    store.save_session(record)
+    store.save_session(record.model_copy(update={"answer": "final"}))
+    assert store.get_session("s1").answer == "final"
+    assert [s.session_id for s in store.list_sessions()] == ["s1"]
+
+
+def test_eight_threads_on_a_file_database_lose_nothing(tmp_path):
+    store = AuditStore(f"sqlite:///{tmp_path / 'audit.db'}")
+    errors = []
+
+    def work(n):
+        try:
+            rec = ToolInvocationRecorder(store, f"t{n}")
+            for _ in range(20):
+                rec.call("query_logs", query="HikariCP")
+            store.save_session(_session(f"t{n}"))
+        except Exception as exc:  # collected so the assertion below names it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    fresh = AuditStore(store.url)
+    assert sum(len(fresh.list_invocations(f"t{n}")) for n in range(8)) == 160
+    assert len(fresh.list_sessions(limit=100)) == 8
