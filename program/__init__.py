@@ -1,0 +1,16 @@
+"""Grounded Diagnosis: the pipeline, gatekeeper, hook, audit store, LM setup and CLI.
+
+`from program import diagnose` is resolved lazily so that deterministic entry points such as
+`python -m program.gatekeeper` do not pay for importing DSPy.
+"""
+
+
+def __getattr__(name):
+    if name == "diagnose":
+        from program.api import diagnose
+
+        return diagnose
+    raise AttributeError(name)
+
+
+__all__ = ["diagnose"]

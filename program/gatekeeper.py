@@ -39,6 +39,13 @@ from signatures.contracts import (
 RAW_PATH = re.compile(r"^\$\.(alerts|logs|evidence_blocks)\[(0|[1-9][0-9]*)\]$")
 PATH_KIND = {"query_metrics": "alerts", "query_logs": "logs", "lookup_knowledge": "evidence_blocks"}
 
+# Text in tool output that addresses the model (user content in logs, a poisoned runbook).
+INJECTION = re.compile(
+    r"ignore (?:all |any )?(?:the )?(?:previous|prior|above) instructions|disregard (?:all |the )?(?:previous|above)|"
+    r"verdict\s*[:=]?\s*pass\b|system prompt|忽略(?:之前|以上|上述|前面)的?(?:指令|指示|说明)",
+    re.IGNORECASE,
+)
+
 REJECT_RULES = frozenset(
     {
         "evidence.invocation_ref",
@@ -144,6 +151,13 @@ def _check_binding(binding: EvidenceBinding, claim_type: str | None, ctx: _Conte
             why = f"is not among invocation {inv.id}'s refs ({', '.join(refs)})"
         return _Verdict("reject", "evidence.raw_path", f"raw_path {raw_path!r} {why}")
     match = match_excerpt(binding.evidence_excerpt, refs[raw_path])
+    if match.ok and INJECTION.search(refs[raw_path]):
+        return _Verdict(
+            "low_confid",
+            "evidence.suspected_injection",
+            f"{raw_path} of invocation {inv.id} contains text addressed to the model; it is data and cannot support a claim",
+            matched_text=match.matched_text,
+        )
     if match.ok:
         return _Verdict("none", matched_text=match.matched_text)
     if match.too_weak:

@@ -65,6 +65,20 @@ class ToolInvocation(Record):
 # --- executor side -----------------------------------------------------------------------------
 
 
+class ToolCall(Contract):
+    """One tool call the executor asks for; unset arguments are left out of the call."""
+
+    tool_name: ToolName
+    query: str | None = None
+    service: str | None = None
+    alert_name: str | None = None
+    level: str | None = None
+    state: str | None = None
+
+    def arguments(self) -> dict[str, Any]:
+        return {k: v for k, v in self.model_dump(exclude={"tool_name"}).items() if v is not None}
+
+
 class EvidenceBinding(Contract):
     tool_name: str
     source_invocation_id: int | None = None
@@ -206,6 +220,8 @@ class VerifierOutput(Contract):
 class ComposerOutput(Contract):
     status: Literal["valid", "replaced", "fallback"]
     user_facing_answer: str
+    # Why code replaced the LM's answer (leaked JSON, a blocked claim, an excluded topic, an LM error).
+    reasons: list[str] = Field(default_factory=list)
 
 
 # --- audit record and API result ---------------------------------------------------------------
@@ -215,6 +231,7 @@ class StageUsage(Contract):
     lm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    seconds: float = 0.0
 
 
 class VerifierEvaluation(Contract):

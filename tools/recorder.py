@@ -123,3 +123,19 @@ class ToolInvocationRecorder:
         )
         self.invocations.append(invocation)
         return invocation
+
+
+def render_observation(invocation: ToolInvocation) -> str:
+    """What the LM sees of one call: its id, arguments, status, and every `raw_path: text` to cite."""
+    args = ", ".join(f"{k}={v!r}" for k, v in invocation.input.items())
+    details = invocation.retrieval_details
+    head = f"#{invocation.id} {invocation.tool_name}({args}) -> {details.evidence_status}"
+    if details.evidence_status == "failed":
+        return f"{head}: {details.message}"
+    if details.evidence_status == "no_evidence":
+        return f"{head}\n  no-hit message: {details.message}"
+    return "\n".join([head, *(f"  {ref.raw_path}: {ref.text}" for ref in details.evidence_refs)])
+
+
+def render_observations(invocations: list[ToolInvocation]) -> str:
+    return "\n".join(render_observation(inv) for inv in invocations) or "(no tool calls yet)"

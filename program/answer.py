@@ -1,0 +1,86 @@
+"""The user-facing answer: a scan of the composer's text and a deterministic answer to fall back on.
+
+The composer LM writes the answer; code then checks it. Raw JSON or paths, a whole tool-output
+dump, a blocked claim, an excluded topic, an echoed injection, or a missing "no real evidence"
+statement makes code replace it with an answer built only from verified claims.
+"""
+
+from __future__ import annotations
+
+import re
+
+from program.gatekeeper import INJECTION
+from program.matching import canonical
+from program.scope import mentions
+from signatures.contracts import Claim, MissingInfo, Verdict
+
+RAW_JSON = re.compile(r"[{\[]\s*\"[^\"]+\"\s*:|\"(?:claim_id|evidence_bindings|source_invocation_id|raw_path)\"")
+RAW_PATH = re.compile(r"\$\.(?:alerts|logs|evidence_blocks)\[\d+\]")
+NO_EVIDENCE_PHRASES = ("未检索到", "未找到", "没有找到", "无真实证据", "no real evidence", "no evidence", "not found")
+DUMP_CHARS = 100
+VERDICT_TEXT = {
+    "PASS": "证据核实通过",
+    "LOW_CONFID": "证据不足，以下结论置信度低",
+    "REJECT": "证据引用未通过核对，结论被拒绝",
+}
+
+
+def scan_answer(
+    answer: str,
+    *,
+    verified: list[Claim],
+    blocked: list[Claim],
+    excluded_terms: tuple[str, ...],
+    ref_texts: list[str],
+) -> list[str]:
+    """Reasons to refuse the composer's answer; empty when it may be shown."""
+    reasons = []
+    text = answer.strip()
+    if not text:
+        return ["the answer is empty"]
+    if RAW_JSON.search(text) or RAW_PATH.search(text):
+        reasons.append("the answer contains raw JSON or evidence paths")
+    folded = canonical(text).text
+    if any(len(ref) >= DUMP_CHARS and canonical(ref).text in folded for ref in ref_texts):
+        reasons.append("the answer pastes raw tool output")
+    verified_texts = {canonical(c.claim_text).text for c in verified}
+    for claim in blocked:
+        claim_text = canonical(claim.claim_text).text
+        if claim_text and claim_text not in verified_texts and claim_text in folded:
+            reasons.append(f"the answer states blocked claim {claim.claim_id}")
+    hits = mentions(text, excluded_terms)
+    if hits:
+        reasons.append(f"the answer mentions excluded topic(s): {', '.join(hits)}")
+    if INJECTION.search(text):
+        reasons.append("the answer repeats an instruction found in tool output")
+    has_positive = any(c.claim_type != "negative_observation" for c in verified)
+    if not has_positive and not any(p in text.casefold() for p in NO_EVIDENCE_PHRASES):
+        reasons.append("nothing positive was verified, but the answer does not say that no real evidence was found")
+    return reasons
+
+
+def deterministic_answer(question: str, verdict: Verdict, verified: list[Claim], missing: list[MissingInfo],
+                         failed_rules: list[str], excluded_terms: tuple[str, ...] = ()) -> str:
+    lines = [f"结论：{VERDICT_TEXT[verdict]}。"]
+    in_scope = [c for c in verified if not mentions(c.claim_text, excluded_terms)]
+    if len(in_scope) < len(verified):
+        lines.append("（涉及用户排除主题的已核实内容未列出。）")
+    verified = in_scope
+    missing = [m for m in missing if not mentions(m.description, excluded_terms)]
+    positives = [c for c in verified if c.claim_type != "negative_observation"]
+    negatives = [c for c in verified if c.claim_type == "negative_observation"]
+    if positives:
+        lines.append("已核实：")
+        for claim in positives:
+            excerpts = "；".join(b.evidence_excerpt for b in claim.evidence_bindings[:3])
+            lines.append(f"- {claim.claim_text}（依据：{excerpts}）")
+    for claim in negatives:
+        lines.append(f"- 未检索到真实证据：{claim.claim_text}")
+    if not verified:
+        lines.append(f"未检索到可以核实的真实证据，无法确认：{question}")
+        if failed_rules:
+            lines.append(f"原因：证据引用核对未通过（{', '.join(failed_rules)}）。")
+    if missing:
+        lines.append("仍缺少：")
+        lines.extend(f"- {m.description}" for m in missing)
+    return "\n".join(lines)

@@ -1,0 +1,32 @@
+"""`diagnose()`: the Python entry point."""
+
+from __future__ import annotations
+
+import dspy
+
+from program.audit import AuditStore
+from program.lm import resolve_lm
+from program.pipeline import Diagnosis
+from signatures.contracts import DiagnosisResult
+
+
+def build_program(store: AuditStore | None = None) -> Diagnosis:
+    return Diagnosis(store=store)
+
+
+def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | AuditStore | None = None, *,
+             program: Diagnosis | None = None, progress=None) -> DiagnosisResult:
+    """Diagnose one question and store the audit record.
+
+    lm: a model string (any DSPy/litellm model, or "embedded"), an LM object, or None for
+    DIAGNOSIS_LM / the embedded default. db: an SQLAlchemy URL or an AuditStore; None uses
+    DIAGNOSIS_DB or the default SQLite file.
+    """
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("question must be a non-empty string")
+    store = db if isinstance(db, AuditStore) else AuditStore(db)
+    program = program or build_program(store)
+    program._store = store
+    program.progress = progress
+    with dspy.context(lm=resolve_lm(lm), adapter=dspy.JSONAdapter()):
+        return program(question=question.strip()).result

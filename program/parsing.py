@@ -1,0 +1,86 @@
+"""Salvage an executor output from LM text that did not parse as a whole.
+
+Each claim, hypothesis, gap and action is validated on its own; the valid ones are kept and the
+rest are named in the parse status. Anything dropped makes the output "repaired", which the
+gatekeeper treats as low confidence: malformed output never passes, and nothing valid is lost.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from signatures.contracts import Claim, ExecutorOutput, Hypothesis, MissingInfo, ParseStatus, RecommendedAction
+
+FIELDS: dict[str, type[BaseModel]] = {
+    "claims": Claim,
+    "hypotheses": Hypothesis,
+    "missing_info": MissingInfo,
+    "recommended_actions": RecommendedAction,
+}
+
+
+def _load(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, TypeError):
+        pass
+    try:
+        import json_repair
+
+        return json_repair.loads(text)
+    except Exception:  # json_repair raises assorted errors on hopeless input
+        return None
+
+
+def _strip_unknown(model: type[BaseModel], item: dict) -> dict:
+    known = set(model.model_fields)
+    cleaned = {k: v for k, v in item.items() if k in known}
+    if "evidence_bindings" in cleaned and isinstance(cleaned["evidence_bindings"], list):
+        from signatures.contracts import EvidenceBinding
+
+        allowed = set(EvidenceBinding.model_fields)
+        cleaned["evidence_bindings"] = [
+            {k: v for k, v in b.items() if k in allowed} if isinstance(b, dict) else b
+            for b in cleaned["evidence_bindings"]
+        ]
+    return cleaned
+
+
+def salvage_executor_output(text: str | None) -> tuple[ExecutorOutput, ParseStatus]:
+    data = _load(text or "")
+    if not isinstance(data, dict):
+        snippet = (text or "")[:200]
+        return ExecutorOutput(), ParseStatus(status="invalid", detail=f"no JSON object in LM output: {snippet!r}")
+    kept: dict[str, list] = {}
+    problems: list[str] = []
+    for name, model in FIELDS.items():
+        items = data.get(name, [])
+        if not isinstance(items, list):
+            problems.append(f"{name} is {type(items).__name__}, not a list")
+            items = []
+        kept[name] = []
+        for i, item in enumerate(items):
+            try:
+                kept[name].append(model.model_validate(item))
+                continue
+            except ValidationError as exc:
+                first_error = exc.errors()[0]
+            if isinstance(item, dict):
+                try:
+                    kept[name].append(model.model_validate(_strip_unknown(model, item)))
+                    problems.append(f"{name}[{i}] had unknown fields, which were dropped")
+                    continue
+                except ValidationError as exc:
+                    first_error = exc.errors()[0]
+            where = ".".join(str(p) for p in first_error.get("loc", ()))
+            problems.append(f"{name}[{i}] dropped: {where or 'item'}: {first_error.get('msg')}")
+    missing = [name for name in FIELDS if name not in data]
+    if missing:
+        problems.append(f"missing field(s) {', '.join(missing)}")
+    # The adapter already refused this text, so even a clean salvage is not a valid output.
+    return ExecutorOutput(**kept), ParseStatus(
+        status="repaired", detail="; ".join(problems) or "the adapter could not parse it; every item was recovered"
+    )

@@ -1,0 +1,87 @@
+"""Deterministic reading of a question's scope: is it narrow, and which topics did it exclude?
+
+The executor's prompt carries the narrow-scope rules (prompt-first, as the design decided); this
+module gives code the same reading so the composer scan and the metrics can check the result.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass, field
+
+from tools.world import get_world
+
+NARROW_MARKERS = (
+    "只确认", "只排查", "只看", "不要分析", "不要扩展", "只回答", "是否真实存在", "是否存在",
+    "only confirm", "only check", "only look", "do not analyse", "do not analyze", "don't analyse",
+    "don't analyze", "do not expand", "whether there is",
+)
+EXCLUSION = re.compile(
+    r"(?:不要分析|不要扩展到|不要扩展|不要看|不用分析|不分析|不考虑|排除|do not analy[sz]e|don't analy[sz]e|"
+    r"do not look at|exclude|excluding|ignore)\s*[:：]?\s*(?P<topics>[^。.;；!?？！]+)",
+    re.IGNORECASE,
+)
+SPLIT = re.compile(r"\s*(?:、|,|，|/|以及|或者|或|和|及|\band\b|\bor\b)\s*", re.IGNORECASE)
+ALIASES = {
+    "数据库": ("database", "db", "数据库"),
+    "慢查询": ("slow query", "慢查询"),
+    "oom": ("oom", "outofmemory", "out of memory", "内存溢出", "oomkilled"),
+}
+ORDER = re.compile(r"(?:订单|order)[\s#-]*(\d+)", re.IGNORECASE)
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).casefold()
+
+
+@dataclass(frozen=True)
+class Scope:
+    narrow: bool
+    excluded_topics: tuple[str, ...] = ()
+    # Every spelling under which an excluded topic may show up in text.
+    excluded_terms: tuple[str, ...] = field(default=())
+
+
+def expand_terms(topics: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+    """Spellings of each topic: itself, its search-synonym group, bilingual aliases, order ids."""
+    synonyms = get_world().synonyms
+    terms: list[str] = []
+    for topic in topics:
+        folded = _fold(topic).strip()
+        if not folded:
+            continue
+        terms.append(folded)
+        for group in synonyms.values():
+            if any(term in folded or folded in term for term in group if len(term) >= 3):
+                terms.extend(group)
+        for key, aliases in ALIASES.items():
+            if key in folded:
+                terms.extend(aliases)
+        for number in ORDER.findall(folded):
+            terms.extend((f"order {number}", f"order-{number}", f"order{number}", f"订单{number}"))
+    return tuple(dict.fromkeys(t for t in terms if t))
+
+
+def read_scope(question: str, extra_excluded: list[str] | tuple[str, ...] = ()) -> Scope:
+    folded = _fold(question)
+    narrow = any(marker in folded for marker in NARROW_MARKERS)
+    topics: list[str] = []
+    for match in EXCLUSION.finditer(unicodedata.normalize("NFKC", question)):
+        topics.extend(t.strip() for t in SPLIT.split(match.group("topics")) if t.strip())
+    topics.extend(t for t in extra_excluded if t and t.strip())
+    topics = list(dict.fromkeys(topics))
+    return Scope(narrow=narrow, excluded_topics=tuple(topics), excluded_terms=expand_terms(topics))
+
+
+def mentions(text: str, terms: tuple[str, ...] | list[str]) -> list[str]:
+    """Which terms occur in text; short ASCII terms must stand as whole words (db, oom)."""
+    folded = _fold(text)
+    found = []
+    for term in terms:
+        if term.isascii() and len(term) <= 4:
+            if re.search(rf"(?<![a-z0-9]){re.escape(term)}(?![a-z0-9])", folded):
+                found.append(term)
+        elif term in folded:
+            found.append(term)
+    return found

@@ -1,0 +1,92 @@
+"""A scripted LM for tests: a real dspy.LM whose engine answers from a Python function.
+
+The responder gets the stage (the signature's first output field: plan, tool_calls, claims,
+verdict, answer) and the request's last user message, and returns a dict (sent as JSON), a raw
+string, or an exception to raise.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import dspy
+from dspy.lm15 import Message, Response, TextPart, Usage
+
+STAGE = re.compile(r"Your output fields are:\s*\n1\. `(\w+)`")
+OBSERVATION_HEAD = re.compile(r"^#(\d+) (\w+)\((.*)\) -> (\w+)", re.MULTILINE)
+
+
+@dataclass
+class ScriptedEngine:
+    responder: Callable[[str, str], object]
+    supports_response_schema: bool = True
+    calls: list[tuple[str, str]] = field(default_factory=list)
+
+    def complete(self, request):
+        system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system or ())
+        found = STAGE.search(system or "")
+        stage = found.group(1) if found else "unknown"
+        user = request.messages[-1].text or ""
+        self.calls.append((stage, user))
+        reply = self.responder(stage, user)
+        if isinstance(reply, BaseException):
+            raise reply
+        text = reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)
+        return Response(id=None, model="scripted", message=Message.assistant([TextPart(text)]), finish_reason="stop",
+                        usage=Usage(input_tokens=len(user) // 4, output_tokens=len(text) // 4))
+
+    def stream(self, request):
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def close(self):
+        pass
+
+
+def scripted_lm(responder) -> dspy.LM:
+    return dspy.LM("scripted/test", engine=ScriptedEngine(responder), cache=False)
+
+
+def field_value(user_message: str, name: str) -> str:
+    """The text of one input field in a JSONAdapter/ChatAdapter user message."""
+    match = re.search(rf"\[\[ ## {name} ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with|\Z)", user_message, re.S)
+    return match.group(1) if match else ""
+
+
+@dataclass(frozen=True)
+class Ref:
+    invocation_id: int
+    tool_name: str
+    raw_path: str | None
+    text: str
+
+
+def refs_in(observations: str) -> list[Ref]:
+    """Every citable ref (and no-hit message) in the observations text the executor sees."""
+    refs: list[Ref] = []
+    current = None
+    for line in observations.splitlines():
+        head = OBSERVATION_HEAD.match(line)
+        if head:
+            current = (int(head.group(1)), head.group(2))
+            continue
+        if current is None:
+            continue
+        stripped = line.strip()
+        if stripped.startswith("no-hit message: "):
+            refs.append(Ref(current[0], current[1], None, stripped[len("no-hit message: "):]))
+        elif stripped.startswith("$."):
+            path, _, text = stripped.partition(": ")
+            refs.append(Ref(current[0], current[1], path, text))
+    return refs
+
+
+def find_ref(observations: str, needle: str, tool_name: str | None = None) -> Ref:
+    for ref in refs_in(observations):
+        if needle in ref.text and (tool_name is None or ref.tool_name == tool_name):
+            return ref
+    raise AssertionError(f"no ref containing {needle!r} in observations:\n{observations}")
