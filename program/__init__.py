@@ -4,6 +4,11 @@
 `python -m program.gatekeeper` do not pay for importing DSPy.
 """
 
+import os
+
+# litellm (imported by dspy) fetches a model price list over the network unless told not to.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 
 def __getattr__(name):
     if name == "diagnose":

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dspy
 
+from program.adapter import ConstrainedJSONAdapter
 from program.audit import AuditStore
 from program.lm import resolve_lm
 from program.pipeline import Diagnosis
@@ -28,5 +29,7 @@ def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | Audit
     program = program or build_program(store)
     program._store = store
     program.progress = progress
-    with dspy.context(lm=resolve_lm(lm), adapter=dspy.JSONAdapter()):
+    model = resolve_lm(lm)
+    compact = str(getattr(model, "model", "")).startswith("embedded/")
+    with dspy.context(lm=model, adapter=ConstrainedJSONAdapter(compact=compact)):
         return program(question=question.strip()).result

@@ -16,6 +16,7 @@ from datetime import UTC, datetime
 import dspy
 from dspy.utils.callback import BaseCallback
 
+from program.adapter import citation_patch, constrained, length_patch, tool_call_patch
 from program.answer import deterministic_answer, scan_answer
 from program.audit import AuditStore
 from program.hook import VerifierInputHook
@@ -38,7 +39,9 @@ from signatures.contracts import (
 )
 from signatures.diagnosis import CiteEvidence, ComposeAnswer, GatherEvidence, PlanDiagnosis, VerifyClaims
 from tools.recorder import ToolInvocationRecorder, render_observations
+from tools.world import get_world
 
+PLAN_LIMITS = {"target_services": 4, "topics": 4, "excluded_topics": 8, "evidence_plan": 4}
 _current_stage: ContextVar[StageUsage | None] = ContextVar("diagnosis_stage", default=None)
 
 
@@ -69,18 +72,29 @@ def _stage_error(stage: str, exc: BaseException) -> Finding:
 
 class Diagnosis(dspy.Module):
     def __init__(self, store: AuditStore | None = None, *, max_tool_rounds: int = 2, max_calls_per_round: int = 4,
-                 max_executor_attempts: int = 2):
+                 max_executor_attempts: int = 2, constrain: bool | None = None):
         super().__init__()
-        self.planner = dspy.Predict(PlanDiagnosis)
-        self.gather = dspy.Predict(GatherEvidence)
-        self.executor = dspy.Predict(CiteEvidence)
-        self.verifier = dspy.Predict(VerifyClaims)
-        self.composer = dspy.Predict(ComposeAnswer)
+        # Output budgets per stage keep a looping model from running to the context limit.
+        self.planner = dspy.Predict(PlanDiagnosis, max_tokens=200)
+        self.gather = dspy.Predict(GatherEvidence, max_tokens=250)
+        self.executor = dspy.Predict(CiteEvidence, max_tokens=700)
+        self.verifier = dspy.Predict(VerifyClaims, max_tokens=300)
+        self.composer = dspy.Predict(ComposeAnswer, max_tokens=250)
         self._store = store
         self.max_tool_rounds = max_tool_rounds
         self.max_calls_per_round = max_calls_per_round
         self.max_executor_attempts = max_executor_attempts
         self.progress = None  # optional callable(stage_name) for a UI
+        # Narrow each response schema to real citations and names; None: only for the embedded model.
+        self.constrain = constrain
+
+    def _constraining(self) -> bool:
+        if self.constrain is not None:
+            return self.constrain
+        return str(getattr(dspy.settings.lm, "model", "")).startswith("embedded/")
+
+    def _patch(self, patch):
+        return constrained(patch if self._constraining() else None)
 
     @property
     def store(self) -> AuditStore:
@@ -123,27 +137,31 @@ class Diagnosis(dspy.Module):
         scope = read_scope(question)
         plan = PlannerOutput(scope="narrow" if scope.narrow else "broad", excluded_topics=list(scope.excluded_topics))
         try:
-            with self._stage(usage, "planner"):
+            with self._stage(usage, "planner"), self._patch(length_patch(PLAN_LIMITS)):
                 plan = self.planner(question=question).plan
         except Exception as exc:
             errors.append(_stage_error("planner", exc))
         scope = read_scope(question, plan.excluded_topics)
         record.planner_output = plan
 
+        world = get_world()
+        tool_patch = tool_call_patch(sorted(world.service_names), [a["name"] for a in world.alerts])
         for _ in range(self.max_tool_rounds):
             try:
-                with self._stage(usage, "executor_tools"):
+                with self._stage(usage, "executor_tools"), self._patch(tool_patch):
                     calls = self.gather(question=question, plan=plan,
                                         observations=render_observations(recorder.invocations)).tool_calls
             except Exception as exc:
                 errors.append(_stage_error("executor_tools", exc))
                 break
-            if not calls:
-                break
-            if len(calls) > self.max_calls_per_round:
+            done = {(inv.tool_name, tuple(sorted(inv.input.items()))) for inv in recorder.invocations}
+            fresh = [c for c in calls if (c.tool_name, tuple(sorted(c.arguments().items()))) not in done]
+            if not fresh:
+                break  # no calls, or only repeats of calls already made
+            if len(fresh) > self.max_calls_per_round:
                 errors.append(Finding(rule="executor.too_many_tool_calls",
-                                      message=f"asked for {len(calls)} calls; ran the first {self.max_calls_per_round}"))
-            for call in calls[: self.max_calls_per_round]:
+                                      message=f"asked for {len(fresh)} calls; ran the first {self.max_calls_per_round}"))
+            for call in fresh[: self.max_calls_per_round]:
                 recorder.call(call.tool_name, **call.arguments())
 
         hook = VerifierInputHook(store)
@@ -164,9 +182,10 @@ class Diagnosis(dspy.Module):
         record.tool_trace_summary = verifier_input.tool_trace_summary
 
         lm_verdict: VerifierOutput | None = None
-        if gate.severity != "reject":
+        # Nothing to judge when the citations were rejected or there are no claims: code decides.
+        if gate.severity != "reject" and output.claims:
             try:
-                with self._stage(usage, "verifier"):
+                with self._stage(usage, "verifier"), self._patch(length_patch({"claim_judgements": len(output.claims)})):
                     pred = self.verifier(verifier_input=verifier_input)
                 lm_verdict = VerifierOutput(verdict=pred.verdict, groundedness_score=min(1.0, max(0.0, float(pred.groundedness_score))),
                                             claim_judgements=pred.claim_judgements, reason=pred.reason)
@@ -181,7 +200,7 @@ class Diagnosis(dspy.Module):
         fallback = deterministic_answer(question, verdict, verified, output.missing_info, gate.failed_rules,
                                         scope.excluded_terms)
         try:
-            with self._stage(usage, "composer"):
+            with self._stage(usage, "composer"), self._patch(length_patch({})):
                 answer = self.composer(
                     question=question, verdict=verdict,
                     verified_facts=[f"{c.claim_text} (evidence: {'; '.join(b.evidence_excerpt for b in c.evidence_bindings)})"
@@ -214,7 +233,7 @@ class Diagnosis(dspy.Module):
     def _cite(self, question, plan, recorder, retry_context, usage, errors) -> tuple[ExecutorOutput, ParseStatus]:
         retry_text = "none" if retry_context is None else retry_context.model_dump_json()
         try:
-            with self._stage(usage, "executor"):
+            with self._stage(usage, "executor"), self._patch(citation_patch(recorder.invocations)):
                 pred = self.executor(question=question, plan=plan, observations=render_observations(recorder.invocations),
                                      retry_context=retry_text)
             return (ExecutorOutput(claims=pred.claims, hypotheses=pred.hypotheses, missing_info=pred.missing_info,

@@ -65,8 +65,16 @@ class ToolInvocation(Record):
 # --- executor side -----------------------------------------------------------------------------
 
 
+TOOL_PARAMETERS: dict[str, tuple[str, ...]] = {
+    "query_metrics": ("service", "alert_name", "state"),
+    "query_logs": ("query", "service", "level"),
+    "lookup_knowledge": ("query",),
+}
+
+
 class ToolCall(Contract):
-    """One tool call the executor asks for; unset arguments are left out of the call."""
+    """One tool call the executor asks for. Unset arguments, and arguments the named tool does not
+    take, are not sent to it."""
 
     tool_name: ToolName
     query: str | None = None
@@ -76,7 +84,8 @@ class ToolCall(Contract):
     state: str | None = None
 
     def arguments(self) -> dict[str, Any]:
-        return {k: v for k, v in self.model_dump(exclude={"tool_name"}).items() if v is not None}
+        accepted = TOOL_PARAMETERS[self.tool_name]
+        return {k: v for k, v in self.model_dump(exclude={"tool_name"}).items() if v is not None and k in accepted}
 
 
 class EvidenceBinding(Contract):

@@ -1,3 +1,7 @@
+import os
+
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
 import pytest
 
 from program.audit import AuditStore
@@ -12,3 +16,19 @@ def store():
 @pytest.fixture
 def recorder(store):
     return ToolInvocationRecorder(store, "sess-test")
+
+
+@pytest.fixture(autouse=True)
+def _no_dspy_disk_cache():
+    """Scripted runs must not read answers cached by an earlier run (dspy's own tests do the same)."""
+    import dspy
+
+    dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+    yield
+
+
+@pytest.fixture(scope="session")
+def cases():
+    from devset import load_cases
+
+    return {c["case_id"]: c for c in load_cases()}

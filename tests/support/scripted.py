@@ -16,7 +16,6 @@ import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
 STAGE = re.compile(r"Your output fields are:\s*\n1\. `(\w+)`")
-OBSERVATION_HEAD = re.compile(r"^#(\d+) (\w+)\((.*)\) -> (\w+)", re.MULTILINE)
 
 
 @dataclass
@@ -55,38 +54,3 @@ def field_value(user_message: str, name: str) -> str:
     """The text of one input field in a JSONAdapter/ChatAdapter user message."""
     match = re.search(rf"\[\[ ## {name} ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with|\Z)", user_message, re.S)
     return match.group(1) if match else ""
-
-
-@dataclass(frozen=True)
-class Ref:
-    invocation_id: int
-    tool_name: str
-    raw_path: str | None
-    text: str
-
-
-def refs_in(observations: str) -> list[Ref]:
-    """Every citable ref (and no-hit message) in the observations text the executor sees."""
-    refs: list[Ref] = []
-    current = None
-    for line in observations.splitlines():
-        head = OBSERVATION_HEAD.match(line)
-        if head:
-            current = (int(head.group(1)), head.group(2))
-            continue
-        if current is None:
-            continue
-        stripped = line.strip()
-        if stripped.startswith("no-hit message: "):
-            refs.append(Ref(current[0], current[1], None, stripped[len("no-hit message: "):]))
-        elif stripped.startswith("$."):
-            path, _, text = stripped.partition(": ")
-            refs.append(Ref(current[0], current[1], path, text))
-    return refs
-
-
-def find_ref(observations: str, needle: str, tool_name: str | None = None) -> Ref:
-    for ref in refs_in(observations):
-        if needle in ref.text and (tool_name is None or ref.tool_name == tool_name):
-            return ref
-    raise AssertionError(f"no ref containing {needle!r} in observations:\n{observations}")

@@ -1,0 +1,89 @@
+"""Gold outputs for a devset case, per stage, resolved against the evidence a run actually has.
+
+Invocation ids differ per session, so a gold citation is stored as a tool name plus a needle of ref
+text; `gold_executor_output` finds the matching ref in the observations the executor was shown.
+Used for labeled demos and by tests that script a good LM.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+OBSERVATION_HEAD = re.compile(r"^#(\d+) (\w+)\((.*)\) -> (\w+)", re.MULTILINE)
+
+
+@dataclass(frozen=True)
+class Ref:
+    invocation_id: int
+    tool_name: str
+    raw_path: str | None  # None for the no-hit message of a search that found nothing
+    text: str
+
+
+def refs_in(observations: str) -> list[Ref]:
+    """Every citable ref and no-hit message in the observations text (tools.recorder's rendering)."""
+    refs: list[Ref] = []
+    current = None
+    for line in observations.splitlines():
+        head = OBSERVATION_HEAD.match(line)
+        if head:
+            current = (int(head.group(1)), head.group(2))
+            continue
+        if current is None:
+            continue
+        stripped = line.strip()
+        if stripped.startswith("no-hit message: "):
+            refs.append(Ref(current[0], current[1], None, stripped[len("no-hit message: "):]))
+        elif stripped.startswith("$."):
+            path, _, text = stripped.partition(": ")
+            refs.append(Ref(current[0], current[1], path, text))
+    return refs
+
+
+class GoldUnavailable(LookupError):
+    """The observations lack a ref the gold output needs (the run gathered other evidence)."""
+
+
+def find_ref(observations: str, needle: str, tool_name: str | None = None) -> Ref:
+    for ref in refs_in(observations):
+        if needle in ref.text and (tool_name is None or ref.tool_name == tool_name):
+            return ref
+    raise GoldUnavailable(f"no {tool_name or ''} ref containing {needle!r} in the observations")
+
+
+def gold_plan(case: dict) -> dict:
+    return dict(case["gold"]["plan"])
+
+
+def gold_tool_calls(case: dict) -> list[dict]:
+    return [{k: v for k, v in call.items() if v is not None} for call in case["gold"]["tool_calls"]]
+
+
+def gold_executor_output(case: dict, observations: str) -> dict:
+    claims = []
+    for n, spec in enumerate(case["gold"]["claims"], start=1):
+        bindings = []
+        for b in spec["bindings"]:
+            ref = find_ref(observations, b["needle"], b["tool_name"])
+            bindings.append({"tool_name": ref.tool_name, "source_invocation_id": ref.invocation_id,
+                             "raw_path": ref.raw_path, "evidence_excerpt": b.get("excerpt") or ref.text})
+        claims.append({"claim_id": f"claim-{n}", "claim_type": spec["claim_type"], "claim_text": spec["claim_text"],
+                       "evidence_bindings": bindings})
+    missing = [{"info_id": f"missing-{n}", "description": text}
+               for n, text in enumerate(case["gold"]["missing_info"] or [], start=1)]
+    return {"claims": claims, "hypotheses": [], "missing_info": missing, "recommended_actions": []}
+
+
+def fixture_executor_output(case: dict, invocation_ids: list[int]) -> dict:
+    """The offline fixture's executor output with call indexes replaced by this run's invocation ids."""
+    fixture = case["fixture_executor_output"]
+    claims = []
+    for claim in fixture["claims"]:
+        bindings = [
+            {"tool_name": b["tool_name"], "source_invocation_id": invocation_ids[b["call_index"]],
+             "raw_path": b["raw_path"], "evidence_excerpt": b["evidence_excerpt"]}
+            for b in claim["evidence_bindings"]
+        ]
+        claims.append({**{k: claim[k] for k in ("claim_id", "claim_type", "claim_text")}, "evidence_bindings": bindings})
+    return {"claims": claims, "hypotheses": [], "missing_info": [], "recommended_actions": []}

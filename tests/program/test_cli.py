@@ -1,0 +1,94 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from program import cli
+from program.audit import AuditStore
+from signatures.contracts import DiagnosisResult
+from tests.support.good_lm import good_lm
+
+
+@pytest.fixture
+def db_url(tmp_path):
+    return f"sqlite:///{tmp_path / 'audit.db'}"
+
+
+@pytest.fixture
+def scripted(monkeypatch, cases):
+    """Route `--lm` to a scripted good LM for the memory case."""
+    lm = good_lm(cases["high_memory_positive"])
+    monkeypatch.setattr("program.api.resolve_lm", lambda spec: lm)
+
+
+def test_ask_json_then_audit(db_url, scripted, capsys, cases):
+    question = cases["high_memory_positive"]["question"]
+    assert cli.main(["--db", db_url, "ask", question, "--json", "--no-compiled"]) == 0
+    result = DiagnosisResult.model_validate_json(capsys.readouterr().out)
+    assert result.verdict == "PASS"
+
+    assert cli.main(["--db", db_url, "audit", result.session_id]) == 0
+    out = capsys.readouterr().out
+    assert "cited query_metrics" in out and "gatekeeper found" in out and "verifier verdict=PASS" in out
+
+    assert cli.main(["--db", db_url, "audit", result.session_id, "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["self_evaluation"]["verifier_evaluation"]["gatekeeper_result"]["status"] == "pass"
+
+    assert cli.main(["--db", db_url, "sessions"]) == 0
+    assert result.session_id in capsys.readouterr().out
+
+
+def test_ask_prints_verdict_and_evidence_table(db_url, scripted, capsys, cases):
+    assert cli.main(["--db", db_url, "ask", cases["high_memory_positive"]["question"], "--no-compiled"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "evidence" in out and "query_metrics #" in out
+
+
+def test_audit_explains_a_blocked_claim(db_url, monkeypatch, capsys, cases):
+    case = cases["high_memory_positive"]
+    from devset.gold import gold_executor_output
+
+    def fabricate(observations, attempt, user):
+        output = gold_executor_output(case, observations)
+        output["claims"][0]["evidence_bindings"][0]["evidence_excerpt"] = "current=95%, threshold=85%"
+        return output
+
+    lm = good_lm(case, executor=fabricate)
+    monkeypatch.setattr("program.api.resolve_lm", lambda spec: lm)
+    assert cli.main(["--db", db_url, "ask", case["question"], "--json", "--no-compiled"]) == 0
+    session_id = json.loads(capsys.readouterr().out)["session_id"]
+    assert cli.main(["--db", db_url, "audit", session_id]) == 0
+    out = capsys.readouterr().out
+    assert "reject evidence.excerpt_mismatch" in out and "'95%'" in out and "override verdict.gatekeeper_reject" not in out
+    assert "executor attempt 2" in out and "retry_context" in out
+
+
+def test_unknown_session_and_bad_flags(db_url, capsys):
+    assert cli.main(["--db", db_url, "audit", "diag-nope"]) == 1
+    assert "unknown session 'diag-nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--db", db_url, "ask"])
+    assert exit_info.value.code == 2
+    with pytest.raises(SystemExit):
+        cli.main(["--db", db_url, "ask", "q", "--bogus"])
+
+
+def test_empty_question_is_a_usage_error(db_url, scripted, capsys):
+    assert cli.main(["--db", db_url, "ask", "   ", "--no-compiled"]) == 2
+    assert "question must be a non-empty string" in capsys.readouterr().err
+
+
+def test_unreachable_lm_exits_non_zero_and_records_the_run(db_url):
+    env = dict(os.environ, OPENAI_API_KEY="test-key", DIAGNOSIS_LM_API_BASE="http://127.0.0.1:9/v1")
+    done = subprocess.run(
+        [sys.executable, "-m", "program", "--db", db_url, "ask", "只确认 order-service 是否存在 HighMemoryUsage 告警",
+         "--lm", "openai/gpt-4o-mini", "--no-compiled"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert done.returncode == 1
+    assert "could not be reached" in done.stderr
+    (record,) = AuditStore(db_url).list_sessions()
+    assert record.verdict == "LOW_CONFID" and any(e.rule == "lm.unreachable" for e in record.errors)
