@@ -87,3 +87,57 @@ def fixture_executor_output(case: dict, invocation_ids: list[int]) -> dict:
         ]
         claims.append({**{k: claim[k] for k in ("claim_id", "claim_type", "claim_text")}, "evidence_bindings": bindings})
     return {"claims": claims, "hypotheses": [], "missing_info": [], "recommended_actions": []}
+
+
+def gold_demos(cases: list[dict]) -> dict[str, list]:
+    """Labeled demos per predictor, built by running each case's gold tool calls for real.
+
+    The observations and ids in a demo come from an in-memory audit store, exactly as the executor
+    would see them; the outputs are the case's gold plan, calls, claims, judgement and answer.
+    """
+    import dspy
+
+    from program.audit import AuditStore
+    from program.hook import VerifierInputHook
+    from signatures.contracts import ExecutorOutput, ParseStatus, PlannerOutput, ToolCall
+    from tools.recorder import ToolInvocationRecorder, render_observations
+
+    store = AuditStore("sqlite://")
+    demos: dict[str, list] = {"planner": [], "gather": [], "executor": [], "verifier": [], "composer": []}
+    for case in cases:
+        if not case["runs_lm"]:
+            continue
+        session = f"gold-{case['case_id']}"
+        recorder = ToolInvocationRecorder(store, session)
+        calls = [ToolCall(**call) for call in gold_tool_calls(case)]
+        for call in calls:
+            recorder.call(call.tool_name, **call.arguments())
+        observations = render_observations(recorder.invocations)
+        plan = PlannerOutput(**gold_plan(case))
+        output = ExecutorOutput.model_validate(gold_executor_output(case, observations))
+        verifier_input = VerifierInputHook(store).run(
+            session_id=session, original_query=case["question"], executor_output=output,
+            parse_status=ParseStatus(status="valid", detail="parsed executor evidence contract"))
+        if verifier_input.gatekeeper_result.status != "pass":
+            raise GoldUnavailable(f"gold citations of {case['case_id']} fail the gatekeeper: "
+                                  f"{verifier_input.gatekeeper_result.failed_rules}")
+        q = case["question"]
+        demos["planner"].append(dspy.Example(question=q, plan=plan).with_inputs("question"))
+        demos["gather"].append(dspy.Example(question=q, plan=plan, observations=render_observations([]),
+                                            tool_calls=calls).with_inputs("question", "plan", "observations"))
+        demos["executor"].append(dspy.Example(
+            question=q, plan=plan, observations=observations, retry_context="none", claims=output.claims,
+            hypotheses=output.hypotheses, missing_info=output.missing_info,
+            recommended_actions=output.recommended_actions).with_inputs("question", "plan", "observations", "retry_context"))
+        demos["verifier"].append(dspy.Example(
+            verifier_input=verifier_input, verdict="PASS", groundedness_score=1.0,
+            claim_judgements=[{"claim_id": c.claim_id, "verdict": "PASS", "reason": "the checked excerpts state it"}
+                              for c in output.claims],
+            reason="every claim is stated by its gatekeeper-checked excerpts").with_inputs("verifier_input"))
+        demos["composer"].append(dspy.Example(
+            question=q, verdict="PASS",
+            verified_facts=[f"{c.claim_text} (evidence: {'; '.join(b.evidence_excerpt for b in c.evidence_bindings)})"
+                            for c in output.claims],
+            hypotheses=[], missing_info=[m.description for m in output.missing_info],
+            answer=case["gold"]["answer"]).with_inputs("question", "verdict", "verified_facts", "hypotheses", "missing_info"))
+    return demos

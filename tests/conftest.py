@@ -19,6 +19,14 @@ def recorder(store):
 
 
 @pytest.fixture(autouse=True)
+def _isolated_settings(tmp_path_factory, monkeypatch):
+    """No test may load a compiled program or an audit database from the developer's machine."""
+    monkeypatch.setenv("DIAGNOSIS_COMPILED_DIR", str(tmp_path_factory.mktemp("compiled")))
+    monkeypatch.setenv("DIAGNOSIS_DB", "sqlite://")
+    monkeypatch.delenv("DIAGNOSIS_LM", raising=False)
+
+
+@pytest.fixture(autouse=True)
 def _no_dspy_disk_cache():
     """Scripted runs must not read answers cached by an earlier run (dspy's own tests do the same)."""
     import dspy

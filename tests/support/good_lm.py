@@ -23,7 +23,7 @@ def good_lm(case: dict, *, planner=None, gather=None, executor=None, verifier=No
     """executor(observations, attempt, user) / gather(user, round) / others (user) return replies."""
     state = {"gather": 0, "executor": 0}
 
-    def respond(stage: str, user: str):
+    def respond(stage: str, user: str, demos: int):
         if stage == "plan":
             return planner(user) if planner else {"plan": gold_plan(case)}
         if stage == "tool_calls":

@@ -1,8 +1,8 @@
 """A scripted LM for tests: a real dspy.LM whose engine answers from a Python function.
 
 The responder gets the stage (the signature's first output field: plan, tool_calls, claims,
-verdict, answer) and the request's last user message, and returns a dict (sent as JSON), a raw
-string, or an exception to raise.
+verdict, answer), the request's last user message and the number of demos in the prompt, and
+returns a dict (sent as JSON), a raw string, or an exception to raise.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ STAGE = re.compile(r"Your output fields are:\s*\n1\. `(\w+)`")
 
 @dataclass
 class ScriptedEngine:
-    responder: Callable[[str, str], object]
+    responder: Callable[[str, str, int], object]
     supports_response_schema: bool = True
     calls: list[tuple[str, str]] = field(default_factory=list)
 
@@ -30,7 +30,8 @@ class ScriptedEngine:
         stage = found.group(1) if found else "unknown"
         user = request.messages[-1].text or ""
         self.calls.append((stage, user))
-        reply = self.responder(stage, user)
+        demos = sum(1 for m in request.messages[:-1] if m.role == "assistant")
+        reply = self.responder(stage, user, demos)
         if isinstance(reply, BaseException):
             raise reply
         text = reply if isinstance(reply, str) else json.dumps(reply, ensure_ascii=False)

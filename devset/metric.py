@@ -1,0 +1,120 @@
+"""The devset metric, built from deterministic parts only.
+
+score = 0.30 verdict match + 0.20 gatekeeper pass + 0.15 no forbidden term in claims or answer
+      + 0.10 narrow-scope bound + 0.15 citation recall + 0.10 required facts,
+returned as ``dspy.Prediction(score=..., feedback=...)``. The feedback names every failed part and
+why (for a failed gatekeeper, its rules and messages), so it serves dspy.Evaluate, a bootstrap
+threshold and GEPA-style reflection alike. A Prediction is always truthy: bootstrapping must set
+``metric_threshold`` (optimize.py uses 1.0, a perfect run).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import dspy
+
+from program.gatekeeper import check
+from program.scope import mentions
+from signatures.contracts import DiagnosisResult, ExecutorOutput, GatekeeperResult, ToolInvocation
+
+WEIGHTS = {"verdict": 0.30, "gatekeeper": 0.20, "forbidden": 0.15, "scope": 0.10, "recall": 0.15, "facts": 0.10}
+NARROW_MAX_CLAIMS = 2
+NARROW_TYPES = ("observation", "negative_observation")
+
+
+@dataclass
+class Breakdown:
+    parts: dict[str, float] = field(default_factory=dict)
+    feedback: list[str] = field(default_factory=list)
+    forbidden_hits: list[str] = field(default_factory=list)
+
+    @property
+    def score(self) -> float:
+        return round(sum(WEIGHTS[k] * v for k, v in self.parts.items()), 4)
+
+
+def _ref_text(invocations: dict[int, ToolInvocation], inv_id: int | None, raw_path: str | None) -> str | None:
+    inv = invocations.get(inv_id) if inv_id is not None else None
+    if inv is None:
+        return None
+    if raw_path is None:
+        return inv.retrieval_details.message
+    return next((r.text for r in inv.retrieval_details.evidence_refs if r.raw_path == raw_path), None)
+
+
+def score_run(case: dict, result: DiagnosisResult, invocations: list[ToolInvocation]) -> Breakdown:
+    out = Breakdown()
+    gate: GatekeeperResult = result.gatekeeper_result
+    claims = [c.claim for c in result.claims]
+
+    out.parts["verdict"] = float(result.verdict == case["expected_verdict"])
+    if not out.parts["verdict"]:
+        out.feedback.append(f"verdict {result.verdict}, expected {case['expected_verdict']}")
+
+    expected_gate = "fail" if case["expected_verdict"] == "REJECT" else "pass"
+    out.parts["gatekeeper"] = float(gate.status == expected_gate)
+    if gate.status == "fail" and expected_gate == "pass":
+        details = "; ".join(f"{e.rule}: {e.message}" for e in gate.errors[:4])
+        out.feedback.append(f"gatekeeper {gate.severity}: {details}")
+
+    terms = [t.casefold() for t in case["forbidden_terms"]]
+    text = " ".join(c.claim_text for c in claims) + " " + result.answer
+    out.forbidden_hits = mentions(text, terms)
+    out.parts["forbidden"] = float(not out.forbidden_hits)
+    if out.forbidden_hits:
+        out.feedback.append(f"forbidden terms in claims or answer: {', '.join(out.forbidden_hits)}")
+
+    scope_ok = True
+    if case["narrow"]:
+        if not 1 <= len(claims) <= NARROW_MAX_CLAIMS:
+            scope_ok = False
+            out.feedback.append(f"{len(claims)} claims for a narrow question (want 1 to {NARROW_MAX_CLAIMS})")
+        wrong = sorted({c.claim_type for c in claims} - set(NARROW_TYPES))
+        if wrong:
+            scope_ok = False
+            out.feedback.append(f"narrow question answered with claim types {', '.join(wrong)}")
+    out.parts["scope"] = float(scope_ok)
+
+    by_id = {inv.id: inv for inv in invocations}
+    cited = [
+        (cb.tool_name, _ref_text(by_id, cb.source_invocation_id, cb.raw_path))
+        for cb in gate.checked_bindings
+        if cb.status == "pass"
+    ]
+    expected = case["expected_refs"] or []
+    found = [ref for ref in expected if any(tool == ref["tool_name"] and text and ref["needle"] in text
+                                            for tool, text in cited)]
+    out.parts["recall"] = len(found) / len(expected) if expected else 1.0
+    for ref in expected:
+        if ref not in found:
+            out.feedback.append(f"no passing citation of the {ref['tool_name']} ref containing {ref['needle']!r}")
+
+    verified_text = " ".join(c.claim.claim_text for c in result.claims if c.verification_status == "verified")
+    facts = case["required_facts"] or []
+    missing = [f for f in facts if f.casefold() not in verified_text.casefold()]
+    out.parts["facts"] = 1 - len(missing) / len(facts) if facts else 1.0
+    if missing:
+        out.feedback.append(f"verified claims lack: {', '.join(missing)}")
+    return out
+
+
+def diagnosis_metric(example, pred, trace=None, pred_name=None, pred_trace=None) -> dspy.Prediction:
+    """Metric for dspy.Evaluate, BootstrapFewShot (with metric_threshold) and GEPA."""
+    breakdown = score_run(example.case, pred.result, pred.invocations)
+    feedback = "; ".join(breakdown.feedback) or "all checks passed"
+    return dspy.Prediction(score=breakdown.score, feedback=feedback)
+
+
+def score_fixture(case: dict, executor_output: dict, invocations: list[ToolInvocation], session_id: str) -> Breakdown:
+    """The offline gatekeeper-reject case: the gatekeeper alone must fail the fixture with its rules."""
+    out = Breakdown()
+    gate = check(ExecutorOutput.model_validate(executor_output), invocations, session_id)
+    wanted = set(case["fixture_executor_output"].get("expected_failed_rules") or [])
+    out.parts = {"verdict": float(gate.severity == "reject"), "gatekeeper": float(gate.status == "fail"),
+                 "forbidden": 1.0, "scope": 1.0, "recall": 1.0, "facts": float(wanted <= set(gate.failed_rules))}
+    if gate.severity != "reject":
+        out.feedback.append(f"fabricated citations got severity {gate.severity}, expected reject")
+    if not wanted <= set(gate.failed_rules):
+        out.feedback.append(f"failed_rules {gate.failed_rules} lack {sorted(wanted - set(gate.failed_rules))}")
+    return out
