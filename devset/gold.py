@@ -97,6 +97,7 @@ def gold_demos(cases: list[dict]) -> dict[str, list]:
     """
     import dspy
 
+    from program.answer import fact_line
     from program.audit import AuditStore
     from program.hook import VerifierInputHook
     from signatures.contracts import ExecutorOutput, ParseStatus, PlannerOutput, ToolCall
@@ -136,8 +137,7 @@ def gold_demos(cases: list[dict]) -> dict[str, list]:
             reason="every claim is stated by its gatekeeper-checked excerpts").with_inputs("verifier_input"))
         demos["composer"].append(dspy.Example(
             question=q, verdict="PASS",
-            verified_facts=[f"{c.claim_text} (evidence: {'; '.join(b.evidence_excerpt for b in c.evidence_bindings)})"
-                            for c in output.claims],
+            verified_facts=[fact_line(c) for c in output.claims],
             hypotheses=[], missing_info=[m.description for m in output.missing_info],
             answer=case["gold"]["answer"]).with_inputs("question", "verdict", "verified_facts", "hypotheses", "missing_info"))
     return demos

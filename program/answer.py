@@ -25,6 +25,11 @@ VERDICT_TEXT = {
 }
 
 
+def fact_line(claim: Claim) -> str:
+    """How a verified claim is shown to the composer: its text and the excerpts it rests on."""
+    return f"{claim.claim_text} (evidence: {'; '.join(b.evidence_excerpt for b in claim.evidence_bindings)})"
+
+
 def scan_answer(
     answer: str,
     *,

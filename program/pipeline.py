@@ -7,17 +7,19 @@ and the run fails closed (LOW_CONFID or REJECT), it never crashes and never pass
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 import dspy
 from dspy.utils.callback import BaseCallback
 
 from program.adapter import citation_patch, constrained, length_patch, tool_call_patch
-from program.answer import deterministic_answer, scan_answer
+from program.answer import deterministic_answer, fact_line, scan_answer
 from program.audit import AuditStore
 from program.hook import VerifierInputHook
 from program.parsing import salvage_executor_output
@@ -30,17 +32,21 @@ from signatures.contracts import (
     ExecutorAttempt,
     ExecutorOutput,
     Finding,
+    GatekeeperResult,
     ParseStatus,
     PlannerOutput,
     RetryContext,
     SelfEvaluation,
     StageUsage,
+    VerifierEvaluation,
+    VerifierInput,
     VerifierOutput,
 )
 from signatures.diagnosis import CiteEvidence, ComposeAnswer, GatherEvidence, PlanDiagnosis, VerifyClaims
 from tools.recorder import ToolInvocationRecorder, render_observations
 from tools.world import get_world
 
+log = logging.getLogger(__name__)
 PLAN_LIMITS = {"target_services": 4, "topics": 4, "excluded_topics": 8, "evidence_plan": 4}
 _current_stage: ContextVar[StageUsage | None] = ContextVar("diagnosis_stage", default=None)
 
@@ -121,133 +127,172 @@ class Diagnosis(dspy.Module):
 
     def forward(self, question: str, session_id: str | None = None) -> dspy.Prediction:
         callbacks = [*dspy.settings.callbacks, CALL_COUNTER] if CALL_COUNTER not in dspy.settings.callbacks else None
-        with dspy.context(callbacks=callbacks) if callbacks else _null():
-            return self._run(question, session_id or f"diag-{uuid.uuid4().hex[:12]}")
+        run = _Run(question=question, session_id=session_id or f"diag-{uuid.uuid4().hex[:12]}",
+                   lm_model=getattr(dspy.settings.lm, "model", "") or "", store=self.store)
+        with dspy.context(callbacks=callbacks) if callbacks else nullcontext():
+            try:
+                return self._run(run)
+            except Exception as exc:
+                # A bug in deterministic code must not surface as a crash or a PASS: record it and fail closed.
+                log.exception("diagnosis %s failed", run.session_id)
+                return run.fail(Finding(rule="pipeline.internal_error", message=f"{type(exc).__name__}: {exc}"))
 
-    def _run(self, question: str, session_id: str) -> dspy.Prediction:
-        store = self.store
-        lm = dspy.settings.lm
-        record = DiagnosisSession(session_id=session_id, query=question, created_at=datetime.now(UTC),
-                                  lm_model=getattr(lm, "model", "") or "")
-        store.save_session(record)
-        usage: dict[str, StageUsage] = {}
-        errors: list[Finding] = []
-        recorder = ToolInvocationRecorder(store, session_id)
+    def _run(self, run: _Run) -> dspy.Prediction:
+        run.store.save_session(run.record)
+        self._plan(run)
+        self._gather(run)
+        verifier_input = self._cite_and_check(run)
+        evaluation, claim_results = self._verify(run, verifier_input)
+        composer = self._compose(run, evaluation.verdict, claim_results, verifier_input)
+        return run.finish(evaluation, claim_results, composer)
 
-        scope = read_scope(question)
-        plan = PlannerOutput(scope="narrow" if scope.narrow else "broad", excluded_topics=list(scope.excluded_topics))
+    def _plan(self, run: _Run) -> None:
         try:
-            with self._stage(usage, "planner"), self._patch(length_patch(PLAN_LIMITS)):
-                plan = self.planner(question=question).plan
+            with self._stage(run.usage, "planner"), self._patch(length_patch(PLAN_LIMITS)):
+                run.plan = self.planner(question=run.question).plan
         except Exception as exc:
-            errors.append(_stage_error("planner", exc))
-        scope = read_scope(question, plan.excluded_topics)
-        record.planner_output = plan
+            run.errors.append(_stage_error("planner", exc))
+        run.scope = read_scope(run.question, run.plan.excluded_topics)
+        run.record.planner_output = run.plan
 
+    def _gather(self, run: _Run) -> None:
         world = get_world()
-        tool_patch = tool_call_patch(sorted(world.service_names), [a["name"] for a in world.alerts])
+        patch = tool_call_patch(sorted(world.service_names), [a["name"] for a in world.alerts])
         for _ in range(self.max_tool_rounds):
             try:
-                with self._stage(usage, "executor_tools"), self._patch(tool_patch):
-                    calls = self.gather(question=question, plan=plan,
-                                        observations=render_observations(recorder.invocations)).tool_calls
+                with self._stage(run.usage, "executor_tools"), self._patch(patch):
+                    calls = self.gather(question=run.question, plan=run.plan,
+                                        observations=render_observations(run.recorder.invocations)).tool_calls
             except Exception as exc:
-                errors.append(_stage_error("executor_tools", exc))
-                break
-            done = {(inv.tool_name, tuple(sorted(inv.input.items()))) for inv in recorder.invocations}
+                run.errors.append(_stage_error("executor_tools", exc))
+                return
+            done = {(inv.tool_name, tuple(sorted(inv.input.items()))) for inv in run.recorder.invocations}
             fresh = [c for c in calls if (c.tool_name, tuple(sorted(c.arguments().items()))) not in done]
             if not fresh:
-                break  # no calls, or only repeats of calls already made
+                return  # no calls, or only repeats of calls already made
             if len(fresh) > self.max_calls_per_round:
-                errors.append(Finding(rule="executor.too_many_tool_calls",
-                                      message=f"asked for {len(fresh)} calls; ran the first {self.max_calls_per_round}"))
+                run.errors.append(Finding(rule="executor.too_many_tool_calls",
+                                          message=f"asked for {len(fresh)} calls; ran the first {self.max_calls_per_round}"))
             for call in fresh[: self.max_calls_per_round]:
-                recorder.call(call.tool_name, **call.arguments())
+                run.recorder.call(call.tool_name, **call.arguments())
 
-        hook = VerifierInputHook(store)
+    def _cite_and_check(self, run: _Run) -> VerifierInput:
+        """Executor citations, then the hook; one bounded retry after a gatekeeper reject."""
+        hook = VerifierInputHook(run.store)
         retry_context: RetryContext | None = None
         for attempt in range(1, self.max_executor_attempts + 1):
-            output, parse_status = self._cite(question, plan, recorder, retry_context, usage, errors)
-            verifier_input = hook.run(session_id=session_id, original_query=question, executor_output=output,
+            output, parse_status = self._cite(run, retry_context)
+            verifier_input = hook.run(session_id=run.session_id, original_query=run.question, executor_output=output,
                                       parse_status=parse_status, retry_context=retry_context)
             gate = verifier_input.gatekeeper_result
-            record.executor_attempts.append(ExecutorAttempt(attempt=attempt, executor_output=output,
-                                                            parse_status=parse_status, gatekeeper_result=gate,
-                                                            retry_context=retry_context))
+            run.record.executor_attempts.append(ExecutorAttempt(attempt=attempt, executor_output=output,
+                                                                parse_status=parse_status, gatekeeper_result=gate,
+                                                                retry_context=retry_context))
             if gate.severity != "reject":
                 break
             retry_context = RetryContext(attempt=attempt, failed_rules=gate.failed_rules, errors=gate.errors)
-        output = verifier_input.executor_structured_output
-        record.executor_output = output
-        record.tool_trace_summary = verifier_input.tool_trace_summary
+        run.record.executor_output = verifier_input.executor_structured_output
+        run.record.tool_trace_summary = verifier_input.tool_trace_summary
+        return verifier_input
 
-        lm_verdict: VerifierOutput | None = None
-        # Nothing to judge when the citations were rejected or there are no claims: code decides.
-        if gate.severity != "reject" and output.claims:
-            try:
-                with self._stage(usage, "verifier"), self._patch(length_patch({"claim_judgements": len(output.claims)})):
-                    pred = self.verifier(verifier_input=verifier_input)
-                lm_verdict = VerifierOutput(verdict=pred.verdict, groundedness_score=min(1.0, max(0.0, float(pred.groundedness_score))),
-                                            claim_judgements=pred.claim_judgements, reason=pred.reason)
-            except Exception as exc:
-                errors.append(_stage_error("verifier", exc))
-        evaluation, claim_results = enforce(gate, output.claims, lm_verdict, [e for e in errors if e.rule.startswith("lm.")])
-        record.self_evaluation = SelfEvaluation(verifier_evaluation=evaluation)
-        verdict = evaluation.verdict
-
-        verified = [r.claim for r in claim_results if r.verification_status == "verified"]
-        not_verified = [r.claim for r in claim_results if r.verification_status != "verified"]
-        fallback = deterministic_answer(question, verdict, verified, output.missing_info, gate.failed_rules,
-                                        scope.excluded_terms)
-        try:
-            with self._stage(usage, "composer"), self._patch(length_patch({})):
-                answer = self.composer(
-                    question=question, verdict=verdict,
-                    verified_facts=[f"{c.claim_text} (evidence: {'; '.join(b.evidence_excerpt for b in c.evidence_bindings)})"
-                                    for c in verified],
-                    hypotheses=[h.hypothesis_text for h in output.hypotheses],
-                    missing_info=[m.description for m in output.missing_info],
-                ).answer
-            ref_texts = [ref.text for inv in recorder.invocations for ref in inv.retrieval_details.evidence_refs]
-            reasons = scan_answer(answer, verified=verified, blocked=not_verified,
-                                  excluded_terms=scope.excluded_terms, ref_texts=ref_texts)
-            composer = (ComposerOutput(status="valid", user_facing_answer=answer) if not reasons else
-                        ComposerOutput(status="replaced", user_facing_answer=fallback, reasons=reasons))
-        except Exception as exc:
-            finding = _stage_error("composer", exc)
-            errors.append(finding)
-            composer = ComposerOutput(status="fallback", user_facing_answer=fallback, reasons=[finding.message])
-
-        record.composer_output = composer
-        record.answer = composer.user_facing_answer
-        record.verdict = verdict
-        record.usage = usage
-        record.errors = errors
-        record.status = "completed"
-        store.save_session(record)
-        result = DiagnosisResult(session_id=session_id, verdict=verdict, answer=composer.user_facing_answer,
-                                 claims=claim_results, gatekeeper_result=gate, composer_status=composer.status,
-                                 usage=usage, errors=errors)
-        return dspy.Prediction(verdict=verdict, answer=result.answer, result=result, record=record,
-                               invocations=list(recorder.invocations))
-
-    def _cite(self, question, plan, recorder, retry_context, usage, errors) -> tuple[ExecutorOutput, ParseStatus]:
+    def _cite(self, run: _Run, retry_context: RetryContext | None) -> tuple[ExecutorOutput, ParseStatus]:
         retry_text = "none" if retry_context is None else retry_context.model_dump_json()
         try:
-            with self._stage(usage, "executor"), self._patch(citation_patch(recorder.invocations)):
-                pred = self.executor(question=question, plan=plan, observations=render_observations(recorder.invocations),
-                                     retry_context=retry_text)
+            with self._stage(run.usage, "executor"), self._patch(citation_patch(run.recorder.invocations)):
+                pred = self.executor(question=run.question, plan=run.plan,
+                                     observations=render_observations(run.recorder.invocations), retry_context=retry_text)
             return (ExecutorOutput(claims=pred.claims, hypotheses=pred.hypotheses, missing_info=pred.missing_info,
                                    recommended_actions=pred.recommended_actions),
                     ParseStatus(status="valid", detail="parsed executor evidence contract"))
         except dspy.AdapterParseError as exc:
-            errors.append(_stage_error("executor", exc))
+            run.errors.append(_stage_error("executor", exc))
             return salvage_executor_output(exc.lm_response)
         except Exception as exc:
-            errors.append(_stage_error("executor", exc))
+            run.errors.append(_stage_error("executor", exc))
             return ExecutorOutput(), ParseStatus(status="invalid", detail=f"executor LM call failed: {type(exc).__name__}")
 
+    def _verify(self, run: _Run, verifier_input: VerifierInput):
+        gate = verifier_input.gatekeeper_result
+        claims = verifier_input.executor_structured_output.claims
+        lm_verdict: VerifierOutput | None = None
+        # Nothing to judge when the citations were rejected or there are no claims: code decides.
+        if gate.severity != "reject" and claims:
+            try:
+                with self._stage(run.usage, "verifier"), self._patch(length_patch({"claim_judgements": len(claims)})):
+                    pred = self.verifier(verifier_input=verifier_input)
+                lm_verdict = VerifierOutput(verdict=pred.verdict, claim_judgements=pred.claim_judgements,
+                                            groundedness_score=min(1.0, max(0.0, float(pred.groundedness_score))),
+                                            reason=pred.reason)
+            except Exception as exc:
+                run.errors.append(_stage_error("verifier", exc))
+        return enforce(gate, claims, lm_verdict, [e for e in run.errors if e.rule.startswith("lm.")])
 
-@contextmanager
-def _null():
-    yield
+    def _compose(self, run: _Run, verdict: str, claim_results, verifier_input: VerifierInput) -> ComposerOutput:
+        output = verifier_input.executor_structured_output
+        verified = [r.claim for r in claim_results if r.verification_status == "verified"]
+        not_verified = [r.claim for r in claim_results if r.verification_status != "verified"]
+        fallback = deterministic_answer(run.question, verdict, verified, output.missing_info,
+                                        verifier_input.gatekeeper_result.failed_rules, run.scope.excluded_terms)
+        try:
+            with self._stage(run.usage, "composer"), self._patch(length_patch({})):
+                answer = self.composer(question=run.question, verdict=verdict,
+                                       verified_facts=[fact_line(c) for c in verified],
+                                       hypotheses=[h.hypothesis_text for h in output.hypotheses],
+                                       missing_info=[m.description for m in output.missing_info]).answer
+        except Exception as exc:
+            finding = _stage_error("composer", exc)
+            run.errors.append(finding)
+            return ComposerOutput(status="fallback", user_facing_answer=fallback, reasons=[finding.message])
+        ref_texts = [ref.text for inv in run.recorder.invocations for ref in inv.retrieval_details.evidence_refs]
+        reasons = scan_answer(answer, verified=verified, blocked=not_verified,
+                              excluded_terms=run.scope.excluded_terms, ref_texts=ref_texts)
+        if reasons:
+            return ComposerOutput(status="replaced", user_facing_answer=fallback, reasons=reasons)
+        return ComposerOutput(status="valid", user_facing_answer=answer)
+
+
+@dataclass
+class _Run:
+    """The state of one diagnosis while it runs, and how it ends up in the audit record."""
+
+    question: str
+    session_id: str
+    lm_model: str
+    store: AuditStore
+    usage: dict[str, StageUsage] = field(default_factory=dict)
+    errors: list[Finding] = field(default_factory=list)
+
+    def __post_init__(self):
+        self.record = DiagnosisSession(session_id=self.session_id, query=self.question,
+                                       created_at=datetime.now(UTC), lm_model=self.lm_model)
+        self.recorder = ToolInvocationRecorder(self.store, self.session_id)
+        self.scope = read_scope(self.question)
+        self.plan = PlannerOutput(scope="narrow" if self.scope.narrow else "broad",
+                                  excluded_topics=list(self.scope.excluded_topics))
+
+    def finish(self, evaluation, claim_results, composer: ComposerOutput) -> dspy.Prediction:
+        record = self.record
+        record.self_evaluation = SelfEvaluation(verifier_evaluation=evaluation)
+        record.composer_output = composer
+        record.answer = composer.user_facing_answer
+        record.verdict = evaluation.verdict
+        record.usage = self.usage
+        record.errors = self.errors
+        record.status = "completed"
+        self.store.save_session(record)
+        result = DiagnosisResult(session_id=self.session_id, verdict=evaluation.verdict, answer=record.answer,
+                                 claims=claim_results, gatekeeper_result=evaluation.gatekeeper_result,
+                                 composer_status=composer.status, usage=self.usage, errors=self.errors)
+        return dspy.Prediction(verdict=result.verdict, answer=result.answer, result=result, record=record,
+                               invocations=list(self.recorder.invocations))
+
+    def fail(self, finding: Finding) -> dspy.Prediction:
+        self.errors.append(finding)
+        gate = GatekeeperResult(status="fail", severity="low_confid", failed_rules=[finding.rule], errors=[finding])
+        evaluation = VerifierEvaluation(gatekeeper_result=gate, verdict="LOW_CONFID", reason=finding.message)
+        answer = deterministic_answer(self.question, "LOW_CONFID", [], [], [finding.rule])
+        prediction = self.finish(evaluation, [], ComposerOutput(status="fallback", user_facing_answer=answer,
+                                                                 reasons=[finding.message]))
+        self.record.status = "failed"
+        self.store.save_session(self.record)
+        return prediction

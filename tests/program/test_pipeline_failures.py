@@ -197,3 +197,15 @@ def test_composer_stating_a_blocked_claim_is_replaced(cases, store):
     assert result.composer_status == "replaced" and "order-service 存在内存泄漏" not in result.answer
     statuses = {c.claim.claim_id: c.verification_status for c in result.claims}
     assert statuses == {"claim-1": "verified", "claim-2": "downgraded"}
+
+
+def test_a_bug_in_deterministic_code_fails_closed_and_is_recorded(cases, store, monkeypatch):
+    def broken(*args, **kwargs):
+        raise KeyError("gatekeeper bug")
+
+    monkeypatch.setattr("program.hook.gatekeeper.check", broken)
+    result = run(cases["high_memory_positive"], store)
+    assert result.verdict == "LOW_CONFID"
+    assert [e.rule for e in result.errors] == ["pipeline.internal_error"]
+    record = store.get_session(result.session_id)
+    assert record.status == "failed" and "gatekeeper bug" in record.errors[0].message
