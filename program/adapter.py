@@ -20,7 +20,7 @@ from contextvars import ContextVar
 import dspy
 from pydantic import BaseModel
 
-from signatures.contracts import ToolInvocation
+from signatures.contracts import TOOL_PARAMETERS, ToolInvocation
 
 SchemaPatch = Callable[[dict], dict]
 _patch: ContextVar[SchemaPatch | None] = ContextVar("schema_patch", default=None)
@@ -114,30 +114,30 @@ def citation_patch(invocations: list[ToolInvocation]) -> SchemaPatch:
 
 
 def tool_call_patch(services: list[str], alert_names: list[str]) -> SchemaPatch:
-    """Each call has exactly the arguments of its tool, real service and alert names, at most 4 calls."""
+    """Each call carries only its tool's arguments (the others must be null), real service and alert
+    names, and at most four calls. Every shape keeps ToolCall's field order, which is the order
+    demos are written in: a grammar that disagreed with the demos would stop a small model from
+    following them."""
     service = {"anyOf": [{"enum": sorted(services)}, {"type": "null"}]}
-    shapes = {
-        "query_metrics": {"service": service, "alert_name": {"anyOf": [{"enum": sorted(set(alert_names))}, {"type": "null"}]},
-                          "state": {"anyOf": [{"enum": ["firing", "resolved"]}, {"type": "null"}]}},
-        "query_logs": {"query": {"type": "string", "maxLength": 80}, "service": service,
-                       "level": {"anyOf": [{"enum": ["DEBUG", "INFO", "WARN", "ERROR"]}, {"type": "null"}]}},
-        "lookup_knowledge": {"query": {"type": "string", "maxLength": 80}},
+    null = {"type": "null"}
+    arguments = {
+        "query": {"type": "string", "maxLength": 80},
+        "service": service,
+        "alert_name": {"anyOf": [{"enum": sorted(set(alert_names))}, {"type": "null"}]},
+        "level": {"anyOf": [{"enum": ["DEBUG", "INFO", "WARN", "ERROR"]}, {"type": "null"}]},
+        "state": {"anyOf": [{"enum": ["firing", "resolved"]}, {"type": "null"}]},
     }
 
     def patch(schema: dict) -> dict:
         _set_lengths(schema, {"tool_calls": 4})
         if "ToolCall" in schema.get("$defs", {}):
-            schema["$defs"]["ToolCall"] = {
-                "anyOf": [
-                    {
-                        "type": "object",
-                        "properties": {"tool_name": {"const": tool}, **props},
-                        "required": ["tool_name", *props],
-                        "additionalProperties": False,
-                    }
-                    for tool, props in shapes.items()
-                ]
-            }
+            shapes = []
+            for tool, accepted in TOOL_PARAMETERS.items():
+                props = {"tool_name": {"const": tool}}
+                props.update({name: arguments[name] if name in accepted else null for name in arguments})
+                shapes.append({"type": "object", "properties": props, "required": list(props),
+                               "additionalProperties": False})
+            schema["$defs"]["ToolCall"] = {"anyOf": shapes}
         return schema
 
     return patch

@@ -166,6 +166,7 @@ class Diagnosis(dspy.Module):
             except Exception as exc:
                 run.errors.append(_stage_error("executor_tools", exc))
                 return
+            run.record.tool_requests.append(list(calls))
             done = {(inv.tool_name, tuple(sorted(inv.input.items()))) for inv in run.recorder.invocations}
             fresh = [c for c in calls if (c.tool_name, tuple(sorted(c.arguments().items()))) not in done]
             if not fresh:
@@ -196,6 +197,11 @@ class Diagnosis(dspy.Module):
         return verifier_input
 
     def _cite(self, run: _Run, retry_context: RetryContext | None) -> tuple[ExecutorOutput, ParseStatus]:
+        if not run.recorder.invocations:
+            # Nothing was gathered, so nothing can be cited: asking the LM would only invite invention.
+            run.errors.append(Finding(rule="executor.no_evidence_gathered",
+                                      message="no tool call was made, so the executor had nothing to cite"))
+            return ExecutorOutput(), ParseStatus(status="valid", detail="no evidence gathered; executor not called")
         retry_text = "none" if retry_context is None else retry_context.model_dump_json()
         try:
             with self._stage(run.usage, "executor"), self._patch(citation_patch(run.recorder.invocations)):

@@ -274,6 +274,8 @@ class DiagnosisSession(Contract):
     answer: str = ""
     lm_model: str = ""
     planner_output: PlannerOutput | None = None
+    # The tool calls the executor asked for, round by round (what ran is in tool_invocations).
+    tool_requests: list[list[ToolCall]] = Field(default_factory=list)
     executor_output: ExecutorOutput | None = None
     executor_attempts: list[ExecutorAttempt] = Field(default_factory=list)
     tool_trace_summary: list[TraceSummaryEntry] = Field(default_factory=list)

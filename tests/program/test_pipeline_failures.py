@@ -133,7 +133,7 @@ def test_lm_that_raises_everywhere_ends_low_confid_without_crashing(cases, store
     result = run(case, store, **lm_kwargs)
     assert result.verdict == "LOW_CONFID"
     rules = {e.rule for e in result.errors}
-    assert {"lm.planner.error", "lm.executor_tools.error", "lm.executor.error", "lm.composer.error"} <= rules
+    assert {"lm.planner.error", "lm.executor_tools.error", "executor.no_evidence_gathered", "lm.composer.error"} <= rules
     assert result.composer_status == "fallback" and "未检索到" in result.answer
     assert store.get_session(result.session_id).status == "completed"
 
@@ -209,3 +209,13 @@ def test_a_bug_in_deterministic_code_fails_closed_and_is_recorded(cases, store, 
     assert [e.rule for e in result.errors] == ["pipeline.internal_error"]
     record = store.get_session(result.session_id)
     assert record.status == "failed" and "gatekeeper bug" in record.errors[0].message
+
+
+def test_executor_that_fails_after_tools_ran_is_recorded(cases, store):
+    case = cases["high_memory_positive"]
+    result = run(case, store, executor=lambda o, a, u: RuntimeError("executor down"))
+    assert result.verdict == "LOW_CONFID"
+    assert "lm.executor.error" in {e.rule for e in result.errors}
+    record = store.get_session(result.session_id)
+    assert record.executor_attempts[0].parse_status.status == "invalid"
+    assert len(record.tool_requests) == 2 and len(record.tool_requests[0]) == 2

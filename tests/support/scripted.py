@@ -22,6 +22,7 @@ STAGE = re.compile(r"Your output fields are:\s*\n1\. `(\w+)`")
 class ScriptedEngine:
     responder: Callable[[str, str, int], object]
     supports_response_schema: bool = True
+    supported_params: frozenset = frozenset({"response_format", "max_tokens", "temperature"})
     calls: list[tuple[str, str]] = field(default_factory=list)
 
     def complete(self, request):
