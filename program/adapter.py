@@ -13,11 +13,13 @@ which shortens prompts for small local models.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
 import dspy
+from dspy.adapters.utils import serialize_for_json
 from pydantic import BaseModel
 
 from signatures.contracts import TOOL_PARAMETERS, ToolInvocation
@@ -50,6 +52,14 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
             narrowed = patch(copy.deepcopy(fmt.model_json_schema()))
             # DSPy builds this model afresh for every call, so replacing its schema is local to the call.
             fmt.model_json_schema = lambda *args, **kwargs: narrowed
+
+    def format_field_with_value(self, fields_with_values, role: str = "user") -> str:
+        if not self.compact or role == "user":
+            return super().format_field_with_value(fields_with_values, role=role)
+        # One line, as grammar-constrained decoding writes it: demos in DSPy's indented layout
+        # differ from what the grammar lets the model emit, and a small model then stops copying them.
+        values = {field.name: value for field, value in fields_with_values.items()}
+        return json.dumps(serialize_for_json(values), ensure_ascii=False)
 
     def format_field_structure(self, signature) -> str:
         if not self.compact:

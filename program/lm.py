@@ -93,7 +93,8 @@ class LlamaEngine:
         grammar = None
         fmt = config.response_format or {}
         if self.use_grammar and fmt.get("type") == "json_schema" and fmt.get("schema"):
-            grammar = self._grammar(json.dumps(fmt["schema"], sort_keys=True))
+            # Keep the schema's key order: the grammar emits properties in that order.
+            grammar = self._grammar(json.dumps(fmt["schema"]))
         elif self.use_grammar and fmt.get("type") == "json_object":
             grammar = self._grammar(json.dumps({"type": "object"}))
         prompt = render_prompt(request)

@@ -168,7 +168,12 @@ class Diagnosis(dspy.Module):
                 return
             run.record.tool_requests.append(list(calls))
             done = {(inv.tool_name, tuple(sorted(inv.input.items()))) for inv in run.recorder.invocations}
-            fresh = [c for c in calls if (c.tool_name, tuple(sorted(c.arguments().items()))) not in done]
+            fresh = []
+            for call in calls:
+                key = (call.tool_name, tuple(sorted(call.arguments().items())))
+                if key not in done:
+                    done.add(key)
+                    fresh.append(call)
             if not fresh:
                 return  # no calls, or only repeats of calls already made
             if len(fresh) > self.max_calls_per_round:
