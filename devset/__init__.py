@@ -30,9 +30,13 @@ def load_cases(directory: Path | str | None = None) -> list[dict]:
     records = []
     for path in files:
         try:
-            records.append(json.loads(path.read_text(encoding="utf-8")))
+            record = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             raise DevsetError(f"cannot read devset case {path}: {exc}") from None
+        missing = [k for k in REQUIRED_KEYS if not isinstance(record, dict) or k not in record]
+        if missing:
+            raise DevsetError(f"devset case {path.name} lacks {', '.join(missing)}")
+        records.append(record)
     try:
         # One table over all cases: Arrow unifies the optional parts (a fixture in one case, null elsewhere).
         cases = datasets.Dataset.from_list(records).to_list()

@@ -1,0 +1,100 @@
+"""The metric on predictions of known quality: good, fabricated, forbidden-topic, over-claiming, empty."""
+
+import dspy
+import pytest
+
+from devset.gold import find_ref, fixture_executor_output, gold_executor_output, gold_tool_calls
+from devset.metric import diagnosis_metric, score_fixture, score_run
+from program.api import diagnose
+from signatures.contracts import DiagnosisResult, GatekeeperResult, ToolCall
+from tests.support.good_lm import good_lm
+from tools.recorder import ToolInvocationRecorder
+
+
+def scored(case, store, **overrides):
+    result = diagnose(case["question"], lm=good_lm(case, **overrides), db=store, compiled=False)
+    invocations = store.list_invocations(result.session_id)
+    example = dspy.Example(question=case["question"], case=case).with_inputs("question")
+    return diagnosis_metric(example, dspy.Prediction(result=result, invocations=invocations)), result
+
+
+@pytest.mark.parametrize("case_id", ["high_memory_positive", "slow_response_positive", "hikaricp_positive",
+                                     "hikaricp_negative", "narrow_forbidden"])
+def test_a_good_run_scores_one(cases, store, case_id):
+    metric, _ = scored(cases[case_id], store)
+    assert metric.score == 1.0 and metric.feedback == "all checks passed"
+
+
+def test_fabricated_citation_scores_low_and_names_the_rule(cases, store):
+    case = cases["high_memory_positive"]
+
+    def fabricate(observations, attempt, user):
+        output = gold_executor_output(case, observations)
+        output["claims"][0]["evidence_bindings"][0]["raw_path"] = "$.alerts[7]"
+        return output
+
+    metric, _ = scored(case, store, executor=fabricate)
+    assert metric.score <= 0.4
+    assert "verdict REJECT, expected PASS" in metric.feedback and "evidence.raw_path" in metric.feedback
+
+
+def test_forbidden_topic_costs_its_share(cases, store):
+    case = cases["narrow_forbidden"]
+
+    def mention(observations, attempt, user):
+        output = gold_executor_output(case, observations)
+        output["claims"][0]["claim_text"] += " user-service 未受影响。"
+        return output
+
+    metric, _ = scored(case, store, executor=mention)
+    assert metric.score == pytest.approx(0.85)
+    assert "forbidden terms in claims or answer: user-service" in metric.feedback
+
+
+def test_over_claiming_on_a_narrow_question(cases, store):
+    case = cases["high_memory_positive"]
+
+    def overclaim(observations, attempt, user):
+        output = gold_executor_output(case, observations)
+        ref = find_ref(observations, "Full GC 次数: 15")
+        for n in (2, 3):
+            output["claims"].append({"claim_id": f"claim-{n}", "claim_type": "root_cause",
+                                     "claim_text": "内存泄漏已确认", "evidence_bindings": [
+                                         {"tool_name": "query_logs", "source_invocation_id": ref.invocation_id,
+                                          "raw_path": ref.raw_path, "evidence_excerpt": ref.text}]})
+        return output
+
+    metric, _ = scored(case, store, executor=overclaim)
+    assert "3 claims for a narrow question" in metric.feedback
+    assert "narrow question answered with claim types root_cause" in metric.feedback
+    assert "forbidden terms in claims or answer: 内存泄漏已确认" in metric.feedback
+    assert metric.score <= 0.75
+
+
+def test_empty_prediction_scores_nothing_but_scope_free_parts(cases):
+    case = cases["high_memory_positive"]
+    empty = DiagnosisResult(session_id="s", verdict="LOW_CONFID", answer="",
+                            gatekeeper_result=GatekeeperResult(status="fail", severity="low_confid",
+                                                               failed_rules=["evidence.no_claims"]))
+    breakdown = score_run(case, empty, [])
+    assert breakdown.parts == {"verdict": 0.0, "gatekeeper": 0.0, "forbidden": 1.0, "scope": 0.0, "recall": 0.0,
+                               "facts": 0.0}
+    assert breakdown.score == 0.15
+
+
+def test_prediction_is_truthy_even_at_zero_which_is_why_bootstrap_needs_a_threshold(cases):
+    case = cases["high_memory_positive"]
+    empty = DiagnosisResult(session_id="s", verdict="REJECT", answer="内存泄漏已确认",
+                            gatekeeper_result=GatekeeperResult(status="fail", severity="reject"))
+    metric = diagnosis_metric(dspy.Example(question="q", case=case), dspy.Prediction(result=empty, invocations=[]))
+    assert metric.score == 0.0 and bool(metric) and not metric >= 1.0
+
+
+def test_offline_fixture_is_rejected_with_the_expected_rules(cases, store):
+    case = cases["gatekeeper_reject"]
+    recorder = ToolInvocationRecorder(store, "fixture")
+    for call in gold_tool_calls(case):
+        tool_call = ToolCall(**call)
+        recorder.call(tool_call.tool_name, **tool_call.arguments())
+    output = fixture_executor_output(case, [inv.id for inv in recorder.invocations])
+    assert score_fixture(case, output, recorder.invocations, "fixture").score == 1.0
