@@ -42,10 +42,6 @@ def load_cases(directory: Path | str | None = None) -> list[dict]:
         cases = datasets.Dataset.from_list(records).to_list()
     except Exception as exc:  # pyarrow raises several error types for inconsistent records
         raise DevsetError(f"devset cases do not share one schema: {exc}") from exc
-    for case in cases:
-        missing = [k for k in REQUIRED_KEYS if k not in case]
-        if missing:
-            raise DevsetError(f"case {case.get('case_id')!r} lacks {', '.join(missing)}")
     return cases
 
 
