@@ -27,8 +27,12 @@ def enforce(
     overrides: list[Finding] = []
     if lm_output is None:
         verdict = "REJECT" if gate.severity == "reject" else "LOW_CONFID"
-        reason = "verifier skipped: the gatekeeper rejected the citations" if gate.severity == "reject" else (
-            "verifier unavailable")
+        if gate.severity == "reject":
+            reason = "verifier skipped: the gatekeeper rejected the citations"
+        elif not claims:
+            reason = "verifier skipped: there are no claims to judge"
+        else:
+            reason = "verifier unavailable: its LM call failed (see errors)"
         lm_judgements: dict[str, ClaimJudgement] = {}
     else:
         verdict, reason = lm_output.verdict, lm_output.reason
