@@ -64,10 +64,10 @@ def scan_answer(
     return reasons
 
 
-def deterministic_answer(question: str, verdict: Verdict, verified: list[Claim], missing: list[MissingInfo],
+def deterministic_answer(verdict: Verdict, verified: list[Claim], missing: list[MissingInfo],
                          failed_rules: list[str], excluded_terms: tuple[str, ...] = ()) -> str:
     lines = [f"结论：{VERDICT_TEXT[verdict]}。"]
-    in_scope = [c for c in verified if not mentions(c.claim_text, excluded_terms)]
+    in_scope = [c for c in verified if not mentions(fact_line(c), excluded_terms)]
     if len(in_scope) < len(verified):
         lines.append("（涉及用户排除主题的已核实内容未列出。）")
     verified = in_scope
@@ -82,7 +82,8 @@ def deterministic_answer(question: str, verdict: Verdict, verified: list[Claim],
     for claim in negatives:
         lines.append(f"- 未检索到真实证据：{claim.claim_text}")
     if not verified:
-        lines.append(f"未检索到可以核实的真实证据，无法确认：{question}")
+        # The question itself is not repeated: it may name topics the user excluded.
+        lines.append("未检索到可以核实的真实证据，无法确认所问的情况。")
         if failed_rules:
             lines.append(f"原因：证据引用核对未通过（{', '.join(failed_rules)}）。")
     if missing:

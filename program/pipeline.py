@@ -242,7 +242,7 @@ class Diagnosis(dspy.Module):
         output = verifier_input.executor_structured_output
         verified = [r.claim for r in claim_results if r.verification_status == "verified"]
         not_verified = [r.claim for r in claim_results if r.verification_status != "verified"]
-        fallback = deterministic_answer(run.question, verdict, verified, output.missing_info,
+        fallback = deterministic_answer(verdict, verified, output.missing_info,
                                         verifier_input.gatekeeper_result.failed_rules, run.scope.excluded_terms)
         try:
             with self._stage(run.usage, "composer"), self._patch(length_patch({})):
@@ -301,7 +301,7 @@ class _Run:
         self.errors.append(finding)
         gate = GatekeeperResult(status="fail", severity="low_confid", failed_rules=[finding.rule], errors=[finding])
         evaluation = VerifierEvaluation(gatekeeper_result=gate, verdict="LOW_CONFID", reason=finding.message)
-        answer = deterministic_answer(self.question, "LOW_CONFID", [], [], [finding.rule])
+        answer = deterministic_answer("LOW_CONFID", [], [], [finding.rule])
         prediction = self.finish(evaluation, [], ComposerOutput(status="fallback", user_facing_answer=answer,
                                                                  reasons=[finding.message]))
         self.record.status = "failed"

@@ -219,3 +219,11 @@ def test_executor_that_fails_after_tools_ran_is_recorded(cases, store):
     record = store.get_session(result.session_id)
     assert record.executor_attempts[0].parse_status.status == "invalid"
     assert len(record.tool_requests) == 2 and len(record.tool_requests[0]) == 2
+
+
+def test_the_fallback_answer_never_echoes_excluded_topics(cases, store):
+    case = cases["narrow_forbidden"]
+    boom = RuntimeError("down")
+    result = run(case, store, planner=lambda u: boom, gather=lambda u, r: boom, composer=lambda u: boom)
+    assert result.composer_status == "fallback"
+    assert mentions(result.answer, [t.casefold() for t in case["forbidden_terms"]]) == []
