@@ -3,10 +3,15 @@
 - A failed gatekeeper never yields PASS: reject means REJECT, low_confid caps at LOW_CONFID.
 - A PASS needs at least one claim whose bindings all passed and that the verifier judged PASS.
 - Any stage error (LM failure, unparseable output) caps the verdict at LOW_CONFID.
+- A claim is verified only if every number it states occurs in its checked excerpts: a small
+  verifier LM can wave through "91%" resting on a line that says 86.2%.
 Every override is recorded as a finding so an auditor can see why the verdict moved.
 """
 
 from __future__ import annotations
+
+import re
+import unicodedata
 
 from signatures.contracts import (
     Claim,
@@ -17,6 +22,20 @@ from signatures.contracts import (
     VerifierEvaluation,
     VerifierOutput,
 )
+
+NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def _values(text: str) -> set[float]:
+    return {float(n) for n in NUMBER.findall(unicodedata.normalize("NFKC", text))}
+
+
+def ungrounded_numbers(claim: Claim) -> list[str]:
+    """Numbers in the claim text whose value appears in none of the claim's excerpts."""
+    grounded = set().union(*(_values(b.evidence_excerpt) for b in claim.evidence_bindings)) if claim.evidence_bindings else set()
+    stated = NUMBER.findall(unicodedata.normalize("NFKC", claim.claim_text))
+    return [n for n in dict.fromkeys(stated) if float(n) not in grounded]
+
 
 def enforce(
     gate: GatekeeperResult,
@@ -78,6 +97,10 @@ def enforce(
             results.append(VerifiedClaim(claim=claim, verification_status="blocked", reason=why))
         elif failures or not bindings_by_claim.get(claim.claim_id):
             why = "; ".join(failures) or "claim has no evidence bindings"
+            results.append(VerifiedClaim(claim=claim, verification_status="downgraded", reason=why))
+        elif judgement.verdict == "PASS" and (missing := ungrounded_numbers(claim)):
+            why = f"numbers {', '.join(missing)} in the claim occur in none of its excerpts"
+            overrides.append(Finding(rule="verdict.ungrounded_number", claim_id=claim.claim_id, message=why))
             results.append(VerifiedClaim(claim=claim, verification_status="downgraded", reason=why))
         elif judgement.verdict == "PASS":
             results.append(VerifiedClaim(claim=claim, verification_status="verified", reason=judgement.reason))

@@ -227,3 +227,21 @@ def test_the_fallback_answer_never_echoes_excluded_topics(cases, store):
     result = run(case, store, planner=lambda u: boom, gather=lambda u, r: boom, composer=lambda u: boom)
     assert result.composer_status == "fallback"
     assert mentions(result.answer, [t.casefold() for t in case["forbidden_terms"]]) == []
+
+
+def test_a_number_the_excerpts_do_not_show_cannot_be_verified(cases, store):
+    case = cases["high_memory_positive"]
+
+    def misquote(observations, attempt, user):
+        output = gold_executor_output(case, observations)
+        ref = find_ref(observations, "内存使用率: 86.2%")
+        output["claims"][0]["claim_text"] = "order-service 内存使用率 93%"
+        output["claims"][0]["evidence_bindings"] = [{"tool_name": "query_logs", "source_invocation_id": ref.invocation_id,
+                                                     "raw_path": ref.raw_path, "evidence_excerpt": ref.text}]
+        return output
+
+    result = run(case, store, executor=misquote)  # the scripted verifier says PASS to everything
+    assert result.gatekeeper_result.status == "pass" and result.verdict == "LOW_CONFID"
+    assert result.claims[0].verification_status == "downgraded" and "93" in result.claims[0].reason
+    overrides = store.get_session(result.session_id).self_evaluation.verifier_evaluation.code_overrides
+    assert [o.rule for o in overrides] == ["verdict.ungrounded_number", "verdict.no_verified_claim"]
