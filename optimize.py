@@ -178,7 +178,7 @@ def write_report(out: Path, meta: dict, evaluations: list[Evaluation], notes: di
          "runs": [r.__dict__ for r in ev.runs]} for ev in evaluations]}
     (out / "results.json").write_text(json.dumps(payload, ensure_ascii=False, indent=2), encoding="utf-8")
     lines = [f"# Optimization report {meta['run_id']}", "",
-             f"LM: `{meta['lm']}`. Split: train {', '.join(TRAIN)}; held-out {', '.join(HELD_OUT)}; "
+             f"LM: `{meta['lm']}`, constraints {meta['constraints']}. Split: train {', '.join(TRAIN)}; held-out {', '.join(HELD_OUT)}; "
              f"offline fixture gatekeeper_reject. Metric weights: {WEIGHTS}.", "",
              "| program | train score | held-out score | fixture | mean LM calls per case | note |",
              "| --- | --- | --- | --- | --- | --- |"]
@@ -212,6 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--eval-only", action="store_true", help="evaluate only; compile nothing")
     parser.add_argument("--no-compiled", action="store_true", help="with --eval-only: the uncompiled program")
     parser.add_argument("--no-cache", action="store_true", help="bypass DSPy's LM cache")
+    parser.add_argument("--constraints", choices=("auto", "on", "off"), default="auto",
+                        help="per-call schema constraints (real citations and names); auto: on for the embedded model")
     args = parser.parse_args(argv)
 
     names = [n.strip() for n in args.optimizers.split(",") if n.strip()]
@@ -235,26 +237,33 @@ def main(argv: list[str] | None = None) -> int:
                                else "fixture") for c in cases}
     train_cases = [c for c in cases if c["case_id"] in TRAIN]
     started = time.perf_counter()
-    meta = {"run_id": run_id, "lm": lm_spec(args.lm), "k": args.k, "optimizers": names}
+    meta = {"run_id": run_id, "lm": lm_spec(args.lm), "k": args.k, "optimizers": names, "constraints": args.constraints}
+    constrain = {"auto": None, "on": True, "off": False}[args.constraints]
+
+    def fresh() -> Diagnosis:
+        return Diagnosis(store=store, constrain=constrain)
+
     notes: dict[str, str] = {}
 
     if args.eval_only:
         program = None if args.no_compiled else load_program(store)
         label = "uncompiled" if program is None else "compiled (newest)"
-        evaluations = [evaluate(program or Diagnosis(store=store), label, cases, split_of, lm)]
+        program = program or fresh()
+        program.constrain = constrain
+        evaluations = [evaluate(program, label, cases, split_of, lm)]
         meta["wall_seconds"] = round(time.perf_counter() - started, 1)
         write_report(out, meta, evaluations, notes)
         say(f"report: {out / 'report.md'}")
         print("\n".join(table(evaluations)))
         return 0
 
-    baseline = evaluate(Diagnosis(store=store), "uncompiled", cases, split_of, lm)
+    baseline = evaluate(fresh(), "uncompiled", cases, split_of, lm)
     evaluations = [baseline]
     candidates: dict[str, Diagnosis] = {}
     for name in names:
         say(f"compiling {name}")
         try:
-            program, note = compile_candidate(name, Diagnosis(store=store), train_cases, lm, args)
+            program, note = compile_candidate(name, fresh(), train_cases, lm, args)
         except Exception as exc:  # a failing optimizer is reported, the others still run
             program, note = None, f"failed: {type(exc).__name__}: {exc}"
         notes[name] = note
