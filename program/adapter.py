@@ -98,7 +98,8 @@ def citation_patch(invocations: list[ToolInvocation]) -> SchemaPatch:
             options.append((inv.tool_name, inv.id, None))
 
     def patch(schema: dict) -> dict:
-        _set_lengths(schema, {"claims": 3, "evidence_bindings": 4, "hypotheses": 1, "missing_info": 2,
+        # Bindings are unlimited by design; 8 only stops a looping model and is above every gold case.
+        _set_lengths(schema, {"claims": 3, "evidence_bindings": 8, "hypotheses": 1, "missing_info": 2,
                               "recommended_actions": 1, "basis_claim_ids": 2})
         defs = schema.get("$defs", {})
         if options and "EvidenceBinding" in defs:

@@ -32,7 +32,7 @@ def _values(text: str) -> set[float]:
 
 def ungrounded_numbers(claim: Claim) -> list[str]:
     """Numbers in the claim text whose value appears in none of the claim's excerpts."""
-    grounded = set().union(*(_values(b.evidence_excerpt) for b in claim.evidence_bindings)) if claim.evidence_bindings else set()
+    grounded = set().union(*(_values(b.evidence_excerpt) for b in claim.evidence_bindings))
     stated = NUMBER.findall(unicodedata.normalize("NFKC", claim.claim_text))
     return [n for n in dict.fromkeys(stated) if float(n) not in grounded]
 
