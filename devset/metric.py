@@ -2,6 +2,8 @@
 
 score = 0.30 verdict match + 0.20 gatekeeper pass + 0.15 no forbidden term in claims or answer
       + 0.10 narrow-scope bound + 0.15 citation recall + 0.10 required facts,
+where the forbidden-term and scope parts count only for a run with a claim whose citations all
+passed: output that says nothing earns nothing for saying nothing wrong.
 returned as ``dspy.Prediction(score=..., feedback=...)``. The feedback names every failed part and
 why (for a failed gatekeeper, its rules and messages), so it serves dspy.Evaluate, a bootstrap
 threshold and GEPA-style reflection alike. A Prediction is always truthy: bootstrapping must set
@@ -75,6 +77,12 @@ def score_run(case: dict, result: DiagnosisResult, invocations: list[ToolInvocat
             scope_ok = False
             out.feedback.append(f"narrow question answered with claim types {', '.join(wrong)}")
     out.parts["scope"] = float(scope_ok)
+
+    passed = {cb.claim_id for cb in gate.checked_bindings if cb.status == "pass"}
+    failed = {cb.claim_id for cb in gate.checked_bindings if cb.status != "pass"}
+    if not (passed - failed) and case["expected_verdict"] != "REJECT":
+        out.parts["forbidden"] = out.parts["scope"] = 0.0
+        out.feedback.append("no claim has all its citations passed, so scope and forbidden-term checks earn nothing")
 
     by_id = {inv.id: inv for inv in invocations}
     cited = [

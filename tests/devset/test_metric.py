@@ -34,7 +34,7 @@ def test_fabricated_citation_scores_low_and_names_the_rule(cases, store):
         return output
 
     metric, _ = scored(case, store, executor=fabricate)
-    assert metric.score <= 0.4
+    assert metric.score == pytest.approx(0.15)  # only recall: its other two citations of the alert are real
     assert "verdict REJECT, expected PASS" in metric.feedback and "evidence.raw_path" in metric.feedback
 
 
@@ -71,15 +71,15 @@ def test_over_claiming_on_a_narrow_question(cases, store):
     assert metric.score <= 0.75
 
 
-def test_empty_prediction_scores_nothing_but_scope_free_parts(cases):
+def test_empty_prediction_scores_nothing(cases):
     case = cases["high_memory_positive"]
     empty = DiagnosisResult(session_id="s", verdict="LOW_CONFID", answer="",
                             gatekeeper_result=GatekeeperResult(status="fail", severity="low_confid",
                                                                failed_rules=["evidence.no_claims"]))
     breakdown = score_run(case, empty, [])
-    assert breakdown.parts == {"verdict": 0.0, "gatekeeper": 0.0, "forbidden": 1.0, "scope": 0.0, "recall": 0.0,
+    assert breakdown.parts == {"verdict": 0.0, "gatekeeper": 0.0, "forbidden": 0.0, "scope": 0.0, "recall": 0.0,
                                "facts": 0.0}
-    assert breakdown.score == 0.15
+    assert breakdown.score == 0.0 and "earn nothing" in " ".join(breakdown.feedback)
 
 
 def test_prediction_is_truthy_even_at_zero_which_is_why_bootstrap_needs_a_threshold(cases):
