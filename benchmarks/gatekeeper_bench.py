@@ -21,7 +21,7 @@ from tools.recorder import ToolInvocationRecorder
 CALLS = [
     ("query_metrics", {}),
     ("query_logs", {"query": "内存", "service": "order-service"}),
-    ("query_logs", {"query": "HikariCP"}),
+    ("query_logs", {"query": "HikariCP", "service": "order-service"}),
     ("query_logs", {"query": "slow request", "service": "user-service"}),
     ("query_logs", {"query": "health check", "limit": 40}),
     ("lookup_knowledge", {"query": "HikariCP 连接池 内存 CPU", "top_k": 8}),

@@ -20,6 +20,7 @@ import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
@@ -45,6 +46,11 @@ INJECTION = re.compile(
     r"verdict\s*[:=]?\s*pass\b|system prompt|忽略(?:之前|以上|上述|前面)的?(?:指令|指示|说明)",
     re.IGNORECASE,
 )
+
+@lru_cache(maxsize=4096)
+def addresses_the_model(text: str) -> bool:
+    return INJECTION.search(text) is not None
+
 
 REJECT_RULES = frozenset(
     {
@@ -151,7 +157,7 @@ def _check_binding(binding: EvidenceBinding, claim_type: str | None, ctx: _Conte
             why = f"is not among invocation {inv.id}'s refs ({', '.join(refs)})"
         return _Verdict("reject", "evidence.raw_path", f"raw_path {raw_path!r} {why}")
     match = match_excerpt(binding.evidence_excerpt, refs[raw_path])
-    if match.ok and INJECTION.search(refs[raw_path]):
+    if match.ok and addresses_the_model(refs[raw_path]):
         return _Verdict(
             "low_confid",
             "evidence.suspected_injection",
