@@ -33,7 +33,7 @@ import dspy  # noqa: E402
 from devset import load_cases, to_examples  # noqa: E402
 from devset.gold import fixture_executor_output, gold_demos, gold_tool_calls  # noqa: E402
 from devset.metric import WEIGHTS, diagnosis_metric, score_fixture, score_run  # noqa: E402
-from program.adapter import ConstrainedJSONAdapter  # noqa: E402
+from program.adapter import adapter_for  # noqa: E402
 from program.audit import AuditStore  # noqa: E402
 from program.compiled import compiled_dir, load_program  # noqa: E402
 from program.lm import lm_spec, resolve_lm  # noqa: E402
@@ -84,7 +84,7 @@ def evaluate(program: Diagnosis, label: str, cases: list[dict], split_of: dict[s
     examples = to_examples(cases)
     say(f"evaluating {label} on {len(examples)} case(s)")
     started = time.perf_counter()
-    with dspy.context(lm=lm, adapter=ConstrainedJSONAdapter(compact=str(lm.model).startswith("embedded/"))):
+    with dspy.context(lm=lm, adapter=adapter_for(lm)):
         result = dspy.Evaluate(devset=examples, metric=diagnosis_metric, num_threads=1, display_progress=True,
                                failure_score=0.0, provide_traceback=True)(program)
     evaluation = Evaluation(label=label)
@@ -143,7 +143,7 @@ def compile_candidate(name: str, base: Diagnosis, train_cases: list[dict], lm, a
         teacher = labeled(base, demos, tuple(demos), args.k)
         optimizer = dspy.BootstrapFewShot(metric=diagnosis_metric, metric_threshold=1.0, max_bootstrapped_demos=args.k,
                                           max_labeled_demos=0, max_rounds=1)
-        with dspy.context(lm=lm, adapter=ConstrainedJSONAdapter(compact=str(lm.model).startswith("embedded/"))):
+        with dspy.context(lm=lm, adapter=adapter_for(lm)):
             student = optimizer.compile(base.deepcopy(), teacher=teacher, trainset=to_examples(train_cases))
         kept = sum(len(p.demos) for _, p in student.named_predictors())
         if kept == 0:
@@ -154,7 +154,7 @@ def compile_candidate(name: str, base: Diagnosis, train_cases: list[dict], lm, a
             return None, "skipped: GEPA needs a reflection LM able to write instructions (--reflection-lm)"
         optimizer = dspy.GEPA(metric=diagnosis_metric, max_metric_calls=args.gepa_calls,
                               reflection_lm=resolve_lm(args.reflection_lm), track_stats=False)
-        with dspy.context(lm=lm, adapter=ConstrainedJSONAdapter(compact=str(lm.model).startswith("embedded/"))):
+        with dspy.context(lm=lm, adapter=adapter_for(lm)):
             student = optimizer.compile(base.deepcopy(), trainset=to_examples(train_cases))
         return student, f"GEPA with {args.gepa_calls} metric calls"
     raise ValueError(f"unknown optimizer {name!r}")

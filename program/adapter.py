@@ -69,6 +69,13 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
         return f"Inputs come in sections {inputs}. Answer with one JSON object with the keys {outputs}."
 
 
+def adapter_for(lm) -> ConstrainedJSONAdapter:
+    """Compact prompts for the embedded model, whose decoder enforces the schema anyway."""
+    from program.lm import is_embedded
+
+    return ConstrainedJSONAdapter(compact=is_embedded(lm))
+
+
 def _set_lengths(schema: dict, max_items: dict[str, int]) -> None:
     """Bound list sizes by property name and every free string, so a looping model stops."""
     stack = [schema]

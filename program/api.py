@@ -4,16 +4,12 @@ from __future__ import annotations
 
 import dspy
 
-from program.adapter import ConstrainedJSONAdapter
+from program.adapter import adapter_for
 from program.audit import AuditStore
 from program.compiled import load_program
 from program.lm import resolve_lm
 from program.pipeline import Diagnosis
 from signatures.contracts import DiagnosisResult
-
-
-def build_program(store: AuditStore | None = None) -> Diagnosis:
-    return Diagnosis(store=store)
 
 
 def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | AuditStore | None = None, *,
@@ -30,10 +26,9 @@ def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | Audit
     store = db if isinstance(db, AuditStore) else AuditStore(db)
     if program is None and compiled:
         program = load_program(store)
-    program = program or build_program(store)
-    program._store = store
+    program = program or Diagnosis(store=store)
+    program.store = store
     program.progress = progress
     model = resolve_lm(lm)
-    compact = str(getattr(model, "model", "")).startswith("embedded/")
-    with dspy.context(lm=model, adapter=ConstrainedJSONAdapter(compact=compact)):
+    with dspy.context(lm=model, adapter=adapter_for(model)):
         return program(question=question.strip()).result

@@ -145,6 +145,10 @@ def embedded_lm(max_tokens: int = DEFAULT_MAX_TOKENS) -> dspy.LM:
         return _embedded[key]
 
 
+def is_embedded(lm) -> bool:
+    return str(getattr(lm, "model", "")).startswith("embedded/")
+
+
 def lm_spec(spec: str | None = None) -> str:
     return (spec or os.environ.get("DIAGNOSIS_LM") or EMBEDDED).strip()
 

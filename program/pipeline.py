@@ -22,6 +22,7 @@ from program.adapter import citation_patch, constrained, length_patch, tool_call
 from program.answer import deterministic_answer, fact_line, scan_answer
 from program.audit import AuditStore
 from program.hook import VerifierInputHook
+from program.lm import is_embedded
 from program.parsing import salvage_executor_output
 from program.scope import read_scope
 from program.verdict import enforce
@@ -97,7 +98,7 @@ class Diagnosis(dspy.Module):
     def _constraining(self) -> bool:
         if self.constrain is not None:
             return self.constrain
-        return str(getattr(dspy.settings.lm, "model", "")).startswith("embedded/")
+        return is_embedded(dspy.settings.lm)
 
     def _patch(self, patch):
         return constrained(patch if self._constraining() else None)
@@ -107,6 +108,10 @@ class Diagnosis(dspy.Module):
         if self._store is None:
             self._store = AuditStore()
         return self._store
+
+    @store.setter
+    def store(self, store: AuditStore) -> None:
+        self._store = store
 
     @contextmanager
     def _stage(self, usage: dict[str, StageUsage], name: str):
