@@ -1,4 +1,6 @@
+import os
 import threading
+import uuid
 
 from program.audit import AuditStore
 from signatures.contracts import DiagnosisSession, GatekeeperResult, SelfEvaluation, VerifierEvaluation
@@ -53,3 +55,36 @@ def test_eight_threads_on_a_file_database_lose_nothing(tmp_path):
     fresh = AuditStore(store.url)
     assert sum(len(fresh.list_invocations(f"t{n}")) for n in range(8)) == 160
     assert len(fresh.list_sessions(limit=100)) == 8
+
+
+if os.environ.get("DIAGNOSIS_TEST_POSTGRES"):
+    # Defined only when a server is configured (DIAGNOSIS_TEST_POSTGRES=postgresql+psycopg://...),
+    # so a machine without PostgreSQL neither runs nor skips it.
+    def test_postgresql_round_trip_and_eight_writers():
+        _postgres_round_trip(os.environ["DIAGNOSIS_TEST_POSTGRES"])
+
+
+def _postgres_round_trip(url):
+    store = AuditStore(url)
+    prefix = f"pg-{uuid.uuid4().hex[:8]}"
+    errors = []
+
+    def work(n):
+        try:
+            rec = ToolInvocationRecorder(store, f"{prefix}-{n}")
+            for _ in range(20):
+                rec.call("query_logs", query="HikariCP", service="order-service")
+            store.save_session(_session(f"{prefix}-{n}"))
+        except Exception as exc:  # collected so the assertion below names it
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    ids = [inv.id for n in range(8) for inv in store.list_invocations(f"{prefix}-{n}")]
+    assert len(ids) == 160 and len(set(ids)) == 160
+    loaded = store.get_session(f"{prefix}-0")
+    assert loaded.self_evaluation.verifier_evaluation.gatekeeper_result.failed_rules == ["evidence.raw_path"]
