@@ -133,8 +133,8 @@ def labeled(program: Diagnosis, demos: dict[str, list], names: tuple[str, ...], 
     return compiled
 
 
-def compile_candidate(name: str, base: Diagnosis, train_cases: list[dict], lm, args) -> tuple[Diagnosis | None, str]:
-    demos = gold_demos(train_cases)
+def compile_candidate(name: str, base: Diagnosis, train_cases: list[dict], demos: dict[str, list], lm,
+                      args) -> tuple[Diagnosis | None, str]:
     if name == "labeled-executor":
         return labeled(base, demos, EXECUTOR_PREDICTORS, args.k), f"gold demos for {', '.join(EXECUTOR_PREDICTORS)}"
     if name == "labeled-all":
@@ -260,10 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     baseline = evaluate(fresh(), "uncompiled", cases, split_of, lm)
     evaluations = [baseline]
     candidates: dict[str, Diagnosis] = {}
+    demos = gold_demos(train_cases)  # the gold runs are the same for every candidate
     for name in names:
         say(f"compiling {name}")
         try:
-            program, note = compile_candidate(name, fresh(), train_cases, lm, args)
+            program, note = compile_candidate(name, fresh(), train_cases, demos, lm, args)
         except Exception as exc:  # a failing optimizer is reported, the others still run
             program, note = None, f"failed: {type(exc).__name__}: {exc}"
         notes[name] = note

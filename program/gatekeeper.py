@@ -15,7 +15,6 @@ prints the GatekeeperResult as JSON; exit 0 on pass, 1 on fail, 2 on unreadable 
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import sys
 from collections.abc import Iterable, Mapping

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import atexit
 import json
-import logging
 import os
 import threading
 from functools import lru_cache
@@ -19,8 +18,6 @@ from functools import lru_cache
 import dspy
 from dspy.clients.engines.base import validate_request
 from dspy.lm15 import Message, Response, TextPart, Usage
-
-log = logging.getLogger(__name__)
 
 EMBEDDED = "embedded"
 # The cache key is the model string, so it names the weights and their quantisation.

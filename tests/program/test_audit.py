@@ -33,40 +33,8 @@ def test_saving_twice_updates_in_place(store):
     assert [s.session_id for s in store.list_sessions()] == ["s1"]
 
 
-def test_eight_threads_on_a_file_database_lose_nothing(tmp_path):
-    store = AuditStore(f"sqlite:///{tmp_path / 'audit.db'}")
-    errors = []
-
-    def work(n):
-        try:
-            rec = ToolInvocationRecorder(store, f"t{n}")
-            for _ in range(20):
-                rec.call("query_logs", query="HikariCP")
-            store.save_session(_session(f"t{n}"))
-        except Exception as exc:  # collected so the assertion below names it
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    fresh = AuditStore(store.url)
-    assert sum(len(fresh.list_invocations(f"t{n}")) for n in range(8)) == 160
-    assert len(fresh.list_sessions(limit=100)) == 8
-
-
-if os.environ.get("DIAGNOSIS_TEST_POSTGRES"):
-    # Defined only when a server is configured (DIAGNOSIS_TEST_POSTGRES=postgresql+psycopg://...),
-    # so a machine without PostgreSQL neither runs nor skips it.
-    def test_postgresql_round_trip_and_eight_writers():
-        _postgres_round_trip(os.environ["DIAGNOSIS_TEST_POSTGRES"])
-
-
-def _postgres_round_trip(url):
-    store = AuditStore(url)
-    prefix = f"pg-{uuid.uuid4().hex[:8]}"
+def _eight_writers(store: AuditStore, prefix: str) -> list[int]:
+    """Eight threads record 20 calls and save a session each; returns every recorded id."""
     errors = []
 
     def work(n):
@@ -84,7 +52,24 @@ def _postgres_round_trip(url):
     for t in threads:
         t.join()
     assert errors == []
-    ids = [inv.id for n in range(8) for inv in store.list_invocations(f"{prefix}-{n}")]
+    fresh = AuditStore(store.url)
+    return [inv.id for n in range(8) for inv in fresh.list_invocations(f"{prefix}-{n}")]
+
+
+def test_eight_threads_on_a_file_database_lose_nothing(tmp_path):
+    store = AuditStore(f"sqlite:///{tmp_path / 'audit.db'}")
+    ids = _eight_writers(store, "t")
     assert len(ids) == 160 and len(set(ids)) == 160
-    loaded = store.get_session(f"{prefix}-0")
-    assert loaded.self_evaluation.verifier_evaluation.gatekeeper_result.failed_rules == ["evidence.raw_path"]
+    assert len(AuditStore(store.url).list_sessions(limit=100)) == 8
+
+
+if os.environ.get("DIAGNOSIS_TEST_POSTGRES"):
+    # Defined only when a server is configured (DIAGNOSIS_TEST_POSTGRES=postgresql+psycopg://...),
+    # so a machine without PostgreSQL neither runs nor skips it.
+    def test_postgresql_round_trip_and_eight_writers():
+        store = AuditStore(os.environ["DIAGNOSIS_TEST_POSTGRES"])
+        prefix = f"pg-{uuid.uuid4().hex[:8]}"
+        ids = _eight_writers(store, prefix)
+        assert len(ids) == 160 and len(set(ids)) == 160
+        loaded = store.get_session(f"{prefix}-0")
+        assert loaded.self_evaluation.verifier_evaluation.gatekeeper_result.failed_rules == ["evidence.raw_path"]
