@@ -123,21 +123,20 @@ def gold_demos(cases: list[dict]) -> dict[str, list]:
             raise GoldUnavailable(f"gold citations of {case['case_id']} fail the gatekeeper: "
                                   f"{verifier_input.gatekeeper_result.failed_rules}")
         q = case["question"]
-        demos["planner"].append(dspy.Example(question=q, plan=plan).with_inputs("question"))
+        demos["planner"].append(dspy.Example(question=q, plan=plan, tool_calls=calls).with_inputs("question"))
         demos["gather"].append(dspy.Example(question=q, plan=plan, observations=render_observations([]),
                                             tool_calls=calls).with_inputs("question", "plan", "observations"))
         demos["executor"].append(dspy.Example(
             question=q, plan=plan, observations=observations, retry_context="none", claims=output.claims,
             hypotheses=output.hypotheses, missing_info=output.missing_info,
             recommended_actions=output.recommended_actions).with_inputs("question", "plan", "observations", "retry_context"))
-        demos["verifier"].append(dspy.Example(
-            verifier_input=verifier_input, verdict="PASS", groundedness_score=1.0,
-            claim_judgements=[{"claim_id": c.claim_id, "verdict": "PASS", "reason": "the checked excerpts state it"}
-                              for c in output.claims],
-            reason="every claim is stated by its gatekeeper-checked excerpts").with_inputs("verifier_input"))
+        demos["verifier"].extend(dspy.Example(
+            question=q, claim=f"{c.claim_type}: {c.claim_text}", excerpts=[b.evidence_excerpt for b in c.evidence_bindings],
+            judgement="supported", reason="the checked excerpts state it").with_inputs("question", "claim", "excerpts")
+            for c in output.claims)
         demos["composer"].append(dspy.Example(
-            question=q, verdict="PASS",
+            question=q,
             verified_facts=[fact_line(c) for c in output.claims],
             hypotheses=[], missing_info=[m.description for m in output.missing_info],
-            answer=case["gold"]["answer"]).with_inputs("question", "verdict", "verified_facts", "hypotheses", "missing_info"))
+            answer=case["gold"]["answer"]).with_inputs("question", "verified_facts", "hypotheses", "missing_info"))
     return demos

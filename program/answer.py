@@ -1,8 +1,9 @@
 """The user-facing answer: a scan of the composer's text and a deterministic answer to fall back on.
 
 The composer LM writes the answer; code then checks it. Raw JSON or paths, a whole tool-output
-dump, a blocked claim, an excluded topic, an echoed injection, or a missing "no real evidence"
-statement makes code replace it with an answer built only from verified claims.
+dump, a blocked claim, an excluded topic, an echoed injection, a sentence that negates a verified
+claim, a number, name or identifier that no verified claim or excerpt contains, or an answer past
+the length cap makes code replace it with an answer built only from verified claims.
 """
 
 from __future__ import annotations
@@ -12,12 +13,18 @@ import re
 from program.gatekeeper import INJECTION
 from program.matching import canonical
 from program.scope import mentions
+from program.verdict import IDENTIFIER, NUMBER, negated
 from signatures.contracts import Claim, MissingInfo, Verdict
 
 RAW_JSON = re.compile(r"[{\[]\s*\"[^\"]+\"\s*:|\"(?:claim_id|evidence_bindings|source_invocation_id|raw_path)\"")
 RAW_PATH = re.compile(r"\$\.(?:alerts|logs|evidence_blocks)\[\d+\]")
 NO_EVIDENCE_PHRASES = ("未检索到", "未找到", "没有找到", "无真实证据", "no real evidence", "no evidence", "not found")
 DUMP_CHARS = 100
+MAX_ANSWER_CHARS = 800
+SENTENCE = re.compile(r"[^。！？!?;；\n]+(?:[。！？!?;；\n]|$)")
+# Hedges about what is NOT confirmed are how an honest answer talks about hypotheses.
+HEDGE = re.compile(r"未确认|尚未确认|无法确认|不能确认|不确定|未经证实|not (?:yet )?confirmed|cannot confirm|unconfirmed",
+                   re.IGNORECASE)
 VERDICT_TEXT = {
     "PASS": "证据核实通过",
     "LOW_CONFID": "证据不足，以下结论置信度低",
@@ -30,6 +37,33 @@ def fact_line(claim: Claim) -> str:
     return f"{claim.claim_text} (evidence: {'; '.join(b.evidence_excerpt for b in claim.evidence_bindings)})"
 
 
+def _grounding_text(claims: list[Claim]) -> str:
+    return " ".join([c.claim_text for c in claims] + [b.evidence_excerpt for c in claims for b in c.evidence_bindings])
+
+
+def contradicting_sentences(answer: str, verified: list[Claim], names: tuple[str, ...]) -> list[str]:
+    """Sentences that negate a verified positive claim: they name its service, alert or topic and
+    carry a negation that is not a hedge about something unconfirmed."""
+    positives = [c for c in verified if c.claim_type != "negative_observation"]
+    subjects = [n.casefold() for n in names if any(n.casefold() in c.claim_text.casefold() for c in positives)]
+    found = []
+    for sentence in SENTENCE.findall(answer):
+        if subjects and mentions(sentence, subjects) and negated(HEDGE.sub(" ", sentence)):
+            found.append(sentence.strip())
+    return found
+
+
+def ungrounded_tokens(answer: str, verified: list[Claim], names: tuple[str, ...]) -> list[str]:
+    """Numbers, identifiers and catalog names the answer states that no verified claim or excerpt holds."""
+    grounding = _grounding_text(verified)
+    folded = canonical(grounding).text
+    values = {float(n) for n in NUMBER.findall(canonical(grounding).text)}
+    missing = [n for n in NUMBER.findall(canonical(answer).text) if float(n) not in values]
+    tokens = IDENTIFIER.findall(answer) + [n for n in names if mentions(answer, [n.casefold()])]
+    missing += [t for t in tokens if canonical(t).text not in folded]
+    return list(dict.fromkeys(missing))
+
+
 def scan_answer(
     answer: str,
     *,
@@ -37,12 +71,20 @@ def scan_answer(
     blocked: list[Claim],
     excluded_terms: tuple[str, ...],
     ref_texts: list[str],
+    names: tuple[str, ...] = (),
 ) -> list[str]:
-    """Reasons to refuse the composer's answer; empty when it may be shown."""
+    """Reasons to refuse the composer's answer; empty when it may be shown. `names` are the
+    catalog's service and alert names."""
     reasons = []
     text = answer.strip()
     if not text:
         return ["the answer is empty"]
+    if len(text) > MAX_ANSWER_CHARS:
+        reasons.append(f"the answer is {len(text)} characters, over the {MAX_ANSWER_CHARS}-character cap")
+    if contradiction := contradicting_sentences(text, verified, names):
+        reasons.append(f"the answer negates a verified claim: {contradiction[0]!r}")
+    if ungrounded := ungrounded_tokens(text, verified, names):
+        reasons.append(f"the answer states {', '.join(ungrounded[:5])}, which no verified claim or excerpt contains")
     if RAW_JSON.search(text) or RAW_PATH.search(text):
         reasons.append("the answer contains raw JSON or evidence paths")
     folded = canonical(text).text
@@ -65,7 +107,12 @@ def scan_answer(
 
 
 def deterministic_answer(verdict: Verdict, verified: list[Claim], missing: list[MissingInfo],
-                         failed_rules: list[str], excluded_terms: tuple[str, ...] = ()) -> str:
+                         failed_rules: list[str], excluded_terms: tuple[str, ...] = (),
+                         no_hits: dict[str, list[str]] | None = None) -> str:
+    """The answer code can always give. A verified negative observation is stated as the searches
+    that found nothing (`no_hits`: claim id -> no-hit messages, which echo what was searched),
+    never in the LM's words: a no-hit supports only "nothing matched"."""
+    no_hits = no_hits or {}
     lines = [f"结论：{VERDICT_TEXT[verdict]}。"]
     in_scope = [c for c in verified if not mentions(fact_line(c), excluded_terms)]
     if len(in_scope) < len(verified):
@@ -80,7 +127,8 @@ def deterministic_answer(verdict: Verdict, verified: list[Claim], missing: list[
             excerpts = "；".join(b.evidence_excerpt for b in claim.evidence_bindings[:3])
             lines.append(f"- {claim.claim_text}（依据：{excerpts}）")
     for claim in negatives:
-        lines.append(f"- 未检索到真实证据：{claim.claim_text}")
+        messages = no_hits.get(claim.claim_id) or [claim.claim_text]
+        lines.extend(f"- 未检索到真实证据：{message}" for message in messages)
     if not verified:
         # The question itself is not repeated: it may name topics the user excluded.
         lines.append("未检索到可以核实的真实证据，无法确认所问的情况。")

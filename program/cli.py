@@ -36,7 +36,8 @@ def print_result(console: Console, result: DiagnosisResult) -> None:
     table = Table(title="evidence", show_lines=False)
     for column in ("claim", "status", "citation", "gatekeeper"):
         table.add_column(column, overflow="fold")
-    checked = {(cb.claim_id, cb.binding_index): cb for cb in result.gatekeeper_result.checked_bindings}
+    gate = result.gatekeeper_result
+    checked = {(cb.claim_id, cb.binding_index): cb for cb in gate.checked_bindings} if gate else {}
     for item in result.claims:
         claim = item.claim
         if not claim.evidence_bindings:
@@ -132,16 +133,15 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.command == "ask":
         from program.api import diagnose
-        from program.compiled import load_program
 
-        program = None if args.no_compiled else load_program(store)
         with errors.status("starting") as status:
             def progress(stage: str) -> None:
                 status.update(STAGE_LABELS.get(stage, stage))
                 errors.log(STAGE_LABELS.get(stage, stage))
 
             try:
-                result = diagnose(args.question, lm=args.lm, db=store, program=program, progress=progress)
+                result = diagnose(args.question, lm=args.lm, db=store, compiled=not args.no_compiled,
+                                  progress=progress)
             except ValueError as exc:
                 errors.print(f"error: {exc}")
                 return 2

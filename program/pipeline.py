@@ -18,15 +18,19 @@ from datetime import UTC, datetime
 import dspy
 from dspy.utils.callback import BaseCallback
 
-from program.adapter import citation_patch, constrained, length_patch, tool_call_patch
+from program.adapter import chain, citation_patch, constrained, drop_properties, length_patch, tool_call_patch
 from program.answer import deterministic_answer, fact_line, scan_answer
 from program.audit import AuditStore
 from program.hook import VerifierInputHook
 from program.lm import is_embedded
 from program.parsing import salvage_executor_output
+from program.relevance import question_target
 from program.scope import read_scope
-from program.verdict import enforce
+from program.trace_summary import LEVEL_BY_TOOL
+from program.verdict import CitedRef, claim_blockers, enforce
 from signatures.contracts import (
+    Claim,
+    ClaimJudgement,
     ComposerOutput,
     DiagnosisResult,
     DiagnosisSession,
@@ -39,16 +43,17 @@ from signatures.contracts import (
     RetryContext,
     SelfEvaluation,
     StageUsage,
-    VerifierEvaluation,
+    ToolCall,
     VerifierInput,
-    VerifierOutput,
 )
-from signatures.diagnosis import CiteEvidence, ComposeAnswer, GatherEvidence, PlanDiagnosis, VerifyClaims
+from signatures.demos import executor_demos, judge_demos, planner_demos
+from signatures.diagnosis import CiteEvidence, ComposeAnswer, GatherEvidence, JudgeClaim, PlanDiagnosis
+from tools.catalog import active_catalog
 from tools.recorder import ToolInvocationRecorder, render_observations
-from tools.world import get_world
 
 log = logging.getLogger(__name__)
-PLAN_LIMITS = {"target_services": 4, "topics": 4, "excluded_topics": 8, "evidence_plan": 4}
+PLAN_LIMITS = {"target_services": 3, "topics": 3, "excluded_topics": 6}
+JUDGEMENT_VERDICT = {"supported": "PASS", "over-reaches": "LOW_CONFID", "contradicted": "REJECT"}
 _current_stage: ContextVar[StageUsage | None] = ContextVar("diagnosis_stage", default=None)
 
 
@@ -77,15 +82,22 @@ def _stage_error(stage: str, exc: BaseException) -> Finding:
     return Finding(rule=rule, message=f"{stage} LM call failed: {type(exc).__name__}: {str(exc)[:300]}")
 
 
+
 class Diagnosis(dspy.Module):
+    """Planner (with the first tool calls) -> more tool rounds for broad questions -> executor
+    citations -> hook and gatekeeper -> code checks -> verifier, one claim at a time -> composer."""
+
     def __init__(self, store: AuditStore | None = None, *, max_tool_rounds: int = 2, max_calls_per_round: int = 4,
                  max_executor_attempts: int = 2, constrain: bool | None = None):
         super().__init__()
         # Output budgets per stage keep a looping model from running to the context limit.
-        self.planner = dspy.Predict(PlanDiagnosis, max_tokens=200)
+        self.planner = dspy.Predict(PlanDiagnosis, max_tokens=300)
+        self.planner.demos = planner_demos()
         self.gather = dspy.Predict(GatherEvidence, max_tokens=250)
-        self.executor = dspy.Predict(CiteEvidence, max_tokens=700)
-        self.verifier = dspy.Predict(VerifyClaims, max_tokens=300)
+        self.executor = dspy.Predict(CiteEvidence, max_tokens=900)
+        self.executor.demos = executor_demos()
+        self.verifier = dspy.Predict(JudgeClaim, max_tokens=120)
+        self.verifier.demos = judge_demos()
         self.composer = dspy.Predict(ComposeAnswer, max_tokens=250)
         self._store = store
         self.max_tool_rounds = max_tool_rounds
@@ -152,18 +164,46 @@ class Diagnosis(dspy.Module):
         return run.finish(evaluation, claim_results, composer)
 
     def _plan(self, run: _Run) -> None:
+        """The plan and the first round of tool calls come from one LM call."""
+        catalog = active_catalog()
+        calls: list[ToolCall] = []
+        # The first round's tool calls are the evidence plan, so the plan does not spell it out again;
+        # and a question that excludes nothing leaves no room for the planner to invent exclusions.
+        limits = {**PLAN_LIMITS, "excluded_topics": PLAN_LIMITS["excluded_topics"] if run.scope.excluded_topics else 0}
+        patch = chain(length_patch(limits), drop_properties("PlannerOutput", ("evidence_plan",)),
+                      tool_call_patch(catalog, min_calls=1))
         try:
-            with self._stage(run.usage, "planner"), self._patch(length_patch(PLAN_LIMITS)):
-                run.plan = self.planner(question=run.question).plan
+            with self._stage(run.usage, "planner"), self._patch(patch):
+                pred = self.planner(question=run.question)
+            run.plan, calls = pred.plan, list(pred.tool_calls)
         except Exception as exc:
             run.errors.append(_stage_error("planner", exc))
         run.scope = read_scope(run.question, run.plan.excluded_topics)
         run.record.planner_output = run.plan
+        self._call_tools(run, [*calls, *self._named_alert_calls(run, calls, catalog)])
+
+    def _named_alert_calls(self, run: _Run, calls: list[ToolCall], catalog) -> list[ToolCall]:
+        """An alert the question names, on a service it names, is always looked up: the planner may
+        choose more evidence, but never less than the question itself points at."""
+        asked = {(c.service, (c.alert_name or "").casefold()) for c in calls if c.tool_name == "query_metrics"}
+        alerts = [name for name in catalog.alert_names if any(name.casefold() in group for group in run.target.topics)]
+        added = []
+        for service in run.target.services:
+            for alert in alerts:
+                if (service, alert.casefold()) not in asked:
+                    added.append(ToolCall(tool_name="query_metrics", service=service, alert_name=alert))
+        if added:
+            run.record.notes.append(Finding(rule="planner.named_alert_added", message="the question names "
+                                      + ", ".join(f"{c.alert_name} on {c.service}" for c in added)
+                                      + ", which the planner did not query; code added the lookup"))
+        return added
 
     def _gather(self, run: _Run) -> None:
-        world = get_world()
-        patch = tool_call_patch(sorted(world.service_names), [a["name"] for a in world.alerts])
-        for _ in range(self.max_tool_rounds):
+        """More rounds only where they can help: a broad question, or a plan that gathered nothing."""
+        patch = tool_call_patch(active_catalog())
+        for _ in range(self.max_tool_rounds - 1):
+            if run.scope.narrow and run.recorder.invocations:
+                return
             try:
                 with self._stage(run.usage, "executor_tools"), self._patch(patch):
                     calls = self.gather(question=run.question, plan=run.plan,
@@ -171,21 +211,25 @@ class Diagnosis(dspy.Module):
             except Exception as exc:
                 run.errors.append(_stage_error("executor_tools", exc))
                 return
-            run.record.tool_requests.append(list(calls))
-            done = {(inv.tool_name, tuple(sorted(inv.input.items()))) for inv in run.recorder.invocations}
-            fresh = []
-            for call in calls:
-                key = (call.tool_name, tuple(sorted(call.arguments().items())))
-                if key not in done:
-                    done.add(key)
-                    fresh.append(call)
-            if not fresh:
-                return  # no calls, or only repeats of calls already made
-            if len(fresh) > self.max_calls_per_round:
-                run.errors.append(Finding(rule="executor.too_many_tool_calls",
-                                          message=f"asked for {len(fresh)} calls; ran the first {self.max_calls_per_round}"))
-            for call in fresh[: self.max_calls_per_round]:
-                run.recorder.call(call.tool_name, **call.arguments())
+            if not self._call_tools(run, calls):
+                return
+
+    def _call_tools(self, run: _Run, calls: list[ToolCall]) -> bool:
+        """Run the calls that were not made before; False when there was nothing new to run."""
+        run.record.tool_requests.append(list(calls))
+        done = {(inv.tool_name, tuple(sorted(inv.input.items()))) for inv in run.recorder.invocations}
+        fresh = []
+        for call in calls:
+            key = (call.tool_name, tuple(sorted(call.arguments().items())))
+            if key not in done:
+                done.add(key)
+                fresh.append(call)
+        if len(fresh) > self.max_calls_per_round:
+            run.errors.append(Finding(rule="executor.too_many_tool_calls",
+                                      message=f"asked for {len(fresh)} calls; ran the first {self.max_calls_per_round}"))
+        for call in fresh[: self.max_calls_per_round]:
+            run.recorder.call(call.tool_name, **call.arguments())
+        return bool(fresh)
 
     def _cite_and_check(self, run: _Run) -> VerifierInput:
         """Executor citations, then the hook; one bounded retry after a gatekeeper reject."""
@@ -213,8 +257,9 @@ class Diagnosis(dspy.Module):
                                       message="no tool call was made, so the executor had nothing to cite"))
             return ExecutorOutput(), ParseStatus(status="valid", detail="no evidence gathered; executor not called")
         retry_text = "none" if retry_context is None else retry_context.model_dump_json()
+        patch = citation_patch(run.recorder.invocations, narrow=run.scope.narrow)
         try:
-            with self._stage(run.usage, "executor"), self._patch(citation_patch(run.recorder.invocations)):
+            with self._stage(run.usage, "executor"), self._patch(patch):
                 pred = self.executor(question=run.question, plan=run.plan,
                                      observations=render_observations(run.recorder.invocations), retry_context=retry_text)
             return (ExecutorOutput(claims=pred.claims, hypotheses=pred.hypotheses, missing_info=pred.missing_info,
@@ -227,41 +272,84 @@ class Diagnosis(dspy.Module):
             run.errors.append(_stage_error("executor", exc))
             return ExecutorOutput(), ParseStatus(status="invalid", detail=f"executor LM call failed: {type(exc).__name__}")
 
+    def _cited_refs(self, run: _Run, gate: GatekeeperResult) -> dict[str, list[CitedRef]]:
+        """What each claim's passing bindings point at: the whole ref, or the no-hit message."""
+        by_id = {inv.id: inv for inv in run.recorder.invocations}
+        cited: dict[str, list[CitedRef]] = {}
+        for cb in gate.checked_bindings:
+            inv = by_id.get(cb.source_invocation_id)
+            if cb.claim_id is None or cb.status != "pass" or inv is None:
+                continue
+            details = inv.retrieval_details
+            text = details.message if cb.raw_path is None else next(
+                (r.text for r in details.evidence_refs if r.raw_path == cb.raw_path), "")
+            cited.setdefault(cb.claim_id, []).append(CitedRef(
+                tool_name=inv.tool_name, text=text, no_hit=cb.raw_path is None, backfilled=cb.backfilled,
+                indirect=LEVEL_BY_TOOL.get(inv.tool_name) == "indirect"))
+        return cited
+
     def _verify(self, run: _Run, verifier_input: VerifierInput):
+        """Code checks first; the verifier LM judges only claims that code could still verify."""
         gate = verifier_input.gatekeeper_result
         claims = verifier_input.executor_structured_output.claims
-        lm_verdict: VerifierOutput | None = None
-        # Nothing to judge when the citations were rejected or there are no claims: code decides.
-        if gate.severity != "reject" and claims:
-            try:
-                with self._stage(run.usage, "verifier"), self._patch(length_patch({"claim_judgements": len(claims)})):
-                    pred = self.verifier(verifier_input=verifier_input)
-                lm_verdict = VerifierOutput(verdict=pred.verdict, claim_judgements=pred.claim_judgements,
-                                            groundedness_score=min(1.0, max(0.0, float(pred.groundedness_score))),
-                                            reason=pred.reason)
-            except Exception as exc:
-                run.errors.append(_stage_error("verifier", exc))
-        return enforce(gate, claims, lm_verdict, [e for e in run.errors if e.rule.startswith("lm.")])
+        run.cited = self._cited_refs(run, gate)
+        catalog = active_catalog()
+        blockers = claim_blockers(claims, run.cited, run.target, run.scope.excluded_terms,
+                                  catalog.services + catalog.alert_names)
+        failed = {cb.claim_id for cb in gate.checked_bindings if cb.status != "pass"}
+        judgements: dict[str, ClaimJudgement] = {}
+        verifier_ran = False
+        if gate.severity == "none":
+            for claim in claims:
+                if claim.claim_id in blockers or claim.claim_id in failed or not claim.evidence_bindings:
+                    continue
+                verifier_ran = True
+                judgement = self._judge(run, claim)
+                if judgement is not None:
+                    judgements[claim.claim_id] = judgement
+        stage_errors = [e for e in run.errors if e.rule.startswith("lm.")]
+        return enforce(gate, claims, judgements, blockers, stage_errors, verifier_ran=verifier_ran)
+
+    def _judge(self, run: _Run, claim: Claim) -> ClaimJudgement | None:
+        try:
+            with self._stage(run.usage, "verifier"), self._patch(length_patch({})):
+                pred = self.verifier(question=run.question, claim=f"{claim.claim_type}: {claim.claim_text}",
+                                     excerpts=[b.evidence_excerpt for b in claim.evidence_bindings])
+        except Exception as exc:
+            run.errors.append(_stage_error("verifier", exc))
+            return None
+        return ClaimJudgement(claim_id=claim.claim_id, verdict=JUDGEMENT_VERDICT[pred.judgement],
+                              judgement=pred.judgement, reason=pred.reason)
 
     def _compose(self, run: _Run, verdict: str, claim_results, verifier_input: VerifierInput) -> ComposerOutput:
         output = verifier_input.executor_structured_output
         verified = [r.claim for r in claim_results if r.verification_status == "verified"]
         not_verified = [r.claim for r in claim_results if r.verification_status != "verified"]
+        no_hits = {cid: [ref.text for ref in refs if ref.no_hit] for cid, refs in run.cited.items()}
         fallback = deterministic_answer(verdict, verified, output.missing_info,
-                                        verifier_input.gatekeeper_result.failed_rules, run.scope.excluded_terms)
+                                        verifier_input.gatekeeper_result.failed_rules, run.scope.excluded_terms,
+                                        no_hits)
+        if verdict != "PASS" or all(c.claim_type == "negative_observation" for c in verified):
+            # Nothing positive to phrase: the deterministic answer says exactly what was and was not found.
+            return ComposerOutput(status="deterministic", user_facing_answer=fallback,
+                                  reasons=["no positive verified claim to phrase; the composer LM was not asked"])
+        if run.scope.narrow:
+            # A narrow question asks to confirm one thing: its verified claims, with their evidence, are the answer.
+            return ComposerOutput(status="deterministic", user_facing_answer=fallback,
+                                  reasons=["narrow question: the verified claims are the answer; the composer LM was not asked"])
         try:
             with self._stage(run.usage, "composer"), self._patch(length_patch({})):
-                answer = self.composer(question=run.question, verdict=verdict,
-                                       verified_facts=[fact_line(c) for c in verified],
+                answer = self.composer(question=run.question, verified_facts=[fact_line(c) for c in verified],
                                        hypotheses=[h.hypothesis_text for h in output.hypotheses],
                                        missing_info=[m.description for m in output.missing_info]).answer
         except Exception as exc:
             finding = _stage_error("composer", exc)
             run.errors.append(finding)
             return ComposerOutput(status="fallback", user_facing_answer=fallback, reasons=[finding.message])
+        catalog = active_catalog()
         ref_texts = [ref.text for inv in run.recorder.invocations for ref in inv.retrieval_details.evidence_refs]
-        reasons = scan_answer(answer, verified=verified, blocked=not_verified,
-                              excluded_terms=run.scope.excluded_terms, ref_texts=ref_texts)
+        reasons = scan_answer(answer, verified=verified, blocked=not_verified, excluded_terms=run.scope.excluded_terms,
+                              ref_texts=ref_texts, names=catalog.services + catalog.alert_names)
         if reasons:
             return ComposerOutput(status="replaced", user_facing_answer=fallback, reasons=reasons)
         return ComposerOutput(status="valid", user_facing_answer=answer)
@@ -277,38 +365,48 @@ class _Run:
     store: AuditStore
     usage: dict[str, StageUsage] = field(default_factory=dict)
     errors: list[Finding] = field(default_factory=list)
+    cited: dict[str, list[CitedRef]] = field(default_factory=dict)
 
     def __post_init__(self):
         self.record = DiagnosisSession(session_id=self.session_id, query=self.question,
                                        created_at=datetime.now(UTC), lm_model=self.lm_model)
         self.recorder = ToolInvocationRecorder(self.store, self.session_id)
         self.scope = read_scope(self.question)
+        self.target = question_target(self.question, active_catalog())
         self.plan = PlannerOutput(scope="narrow" if self.scope.narrow else "broad",
                                   excluded_topics=list(self.scope.excluded_topics))
 
-    def finish(self, evaluation, claim_results, composer: ComposerOutput) -> dspy.Prediction:
+    def _close(self, status: str, verdict: str, composer: ComposerOutput, evaluation=None) -> DiagnosisSession:
         record = self.record
-        record.self_evaluation = SelfEvaluation(verifier_evaluation=evaluation)
+        record.self_evaluation = SelfEvaluation(verifier_evaluation=evaluation) if evaluation else None
         record.composer_output = composer
         record.answer = composer.user_facing_answer
-        record.verdict = evaluation.verdict
+        record.verdict = verdict
         record.usage = self.usage
         record.errors = self.errors
-        record.status = "completed"
+        record.status = status
         self.store.save_session(record)
-        result = DiagnosisResult(session_id=self.session_id, verdict=evaluation.verdict, answer=record.answer,
-                                 claims=claim_results, gatekeeper_result=evaluation.gatekeeper_result,
-                                 composer_status=composer.status, usage=self.usage, errors=self.errors)
-        return dspy.Prediction(verdict=result.verdict, answer=result.answer, result=result, record=record,
+        return record
+
+    def _prediction(self, result: DiagnosisResult) -> dspy.Prediction:
+        return dspy.Prediction(verdict=result.verdict, answer=result.answer, result=result, record=self.record,
                                invocations=list(self.recorder.invocations))
 
+    def finish(self, evaluation, claim_results, composer: ComposerOutput) -> dspy.Prediction:
+        self._close("completed", evaluation.verdict, composer, evaluation)
+        return self._prediction(DiagnosisResult(
+            session_id=self.session_id, verdict=evaluation.verdict, answer=composer.user_facing_answer,
+            claims=claim_results, gatekeeper_result=evaluation.gatekeeper_result, composer_status=composer.status,
+            usage=self.usage, errors=self.errors))
+
     def fail(self, finding: Finding) -> dspy.Prediction:
+        """Record only what happened: the last gatekeeper result if the gatekeeper ran, else none."""
         self.errors.append(finding)
-        gate = GatekeeperResult(status="fail", severity="low_confid", failed_rules=[finding.rule], errors=[finding])
-        evaluation = VerifierEvaluation(gatekeeper_result=gate, verdict="LOW_CONFID", reason=finding.message)
+        attempts = self.record.executor_attempts
+        gate = attempts[-1].gatekeeper_result if attempts else None
         answer = deterministic_answer("LOW_CONFID", [], [], [finding.rule])
-        prediction = self.finish(evaluation, [], ComposerOutput(status="fallback", user_facing_answer=answer,
-                                                                 reasons=[finding.message]))
-        self.record.status = "failed"
-        self.store.save_session(self.record)
-        return prediction
+        composer = ComposerOutput(status="fallback", user_facing_answer=answer, reasons=[finding.message])
+        self._close("failed", "LOW_CONFID", composer)
+        return self._prediction(DiagnosisResult(
+            session_id=self.session_id, verdict="LOW_CONFID", answer=answer, gatekeeper_result=gate,
+            composer_status=composer.status, usage=self.usage, errors=self.errors))

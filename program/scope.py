@@ -18,8 +18,10 @@ NARROW_MARKERS = (
     "don't analyze", "do not expand", "whether there is",
 )
 EXCLUSION = re.compile(
-    r"(?:不要分析|不要扩展到|不要扩展|不要看|不用分析|不分析|不考虑|排除|do not analy[sz]e|don't analy[sz]e|"
-    r"do not look at|exclude|excluding|ignore)\s*[:：]?\s*(?P<topics>[^。.;；!?？！]+)",
+    r"(?:不要分析|不要扩展到|不要扩展|不要看|不要管|不用分析|不用看|不需要分析|无需分析|不分析|不考虑|别分析|别看|别管|"
+    r"排除|跳过|do not analy[sz]e|don't analy[sz]e|do not look at|don't look at|do not check|don't check|"
+    r"do not include|without looking at|leave out|skip|exclude|excluding|ignore)"
+    r"\s*[:：]?\s*(?P<topics>[^。.;；!?？！]+)",
     re.IGNORECASE,
 )
 SPLIT = re.compile(r"\s*(?:、|,|，|/|以及|或者|或|和|及|\band\b|\bor\b)\s*", re.IGNORECASE)
@@ -64,12 +66,17 @@ def expand_terms(topics: list[str] | tuple[str, ...]) -> tuple[str, ...]:
 
 
 def read_scope(question: str, extra_excluded: list[str] | tuple[str, ...] = ()) -> Scope:
+    """The one reading of a question's scope. `extra_excluded` (the planner's reading) is taken only
+    where it quotes what the question itself excludes: a small planner copies topics from its demos,
+    or lists the very service that was asked about."""
     folded = _fold(question)
     narrow = any(marker in folded for marker in NARROW_MARKERS)
     topics: list[str] = []
+    clauses = []
     for match in EXCLUSION.finditer(unicodedata.normalize("NFKC", question)):
+        clauses.append(_fold(match.group("topics")))
         topics.extend(t.strip() for t in SPLIT.split(match.group("topics")) if t.strip())
-    topics.extend(t for t in extra_excluded if t and t.strip())
+    topics.extend(t for t in extra_excluded if t and t.strip() and any(_fold(t).strip() in c for c in clauses))
     topics = list(dict.fromkeys(topics))
     return Scope(narrow=narrow, excluded_topics=tuple(topics), excluded_terms=expand_terms(topics))
 

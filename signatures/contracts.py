@@ -213,21 +213,20 @@ class PlannerOutput(Contract):
     evidence_plan: list[str] = Field(default_factory=list)
 
 
+Judgement = Literal["supported", "over-reaches", "contradicted"]
+
+
 class ClaimJudgement(Contract):
     claim_id: str
     verdict: Verdict
-    reason: str = ""
-
-
-class VerifierOutput(Contract):
-    verdict: Verdict
-    groundedness_score: float = Field(ge=0.0, le=1.0)
-    claim_judgements: list[ClaimJudgement] = Field(default_factory=list)
+    # What the verifier LM said of this claim; None when code decided without asking it.
+    judgement: Judgement | None = None
     reason: str = ""
 
 
 class ComposerOutput(Contract):
-    status: Literal["valid", "replaced", "fallback"]
+    # valid: the LM's answer; replaced: code refused it; fallback: the LM failed; deterministic: not asked.
+    status: Literal["valid", "replaced", "fallback", "deterministic"]
     user_facing_answer: str
     # Why code replaced the LM's answer (leaked JSON, a blocked claim, an excluded topic, an LM error).
     reasons: list[str] = Field(default_factory=list)
@@ -283,6 +282,8 @@ class DiagnosisSession(Contract):
     composer_output: ComposerOutput | None = None
     usage: dict[str, StageUsage] = Field(default_factory=dict)
     errors: list[Finding] = Field(default_factory=list)
+    # What code did on its own initiative that is not an error (e.g. a lookup it added).
+    notes: list[Finding] = Field(default_factory=list)
 
 
 class VerifiedClaim(Contract):
@@ -296,7 +297,8 @@ class DiagnosisResult(Contract):
     verdict: Verdict
     answer: str
     claims: list[VerifiedClaim] = Field(default_factory=list)
-    gatekeeper_result: GatekeeperResult
+    # None only when the run failed before the gatekeeper ran.
+    gatekeeper_result: GatekeeperResult | None = None
     composer_status: str = ""
     usage: dict[str, StageUsage] = Field(default_factory=dict)
     errors: list[Finding] = Field(default_factory=list)

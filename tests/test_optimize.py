@@ -23,15 +23,17 @@ def learner(cases, *, learns=True):
     def respond(stage, user, demos):
         case = case_for(user)
         if stage == "plan":
-            return {"plan": gold_plan(case)}
+            return {"plan": gold_plan(case), "tool_calls": gold_tool_calls(case)}
         if stage == "tool_calls":
-            return {"tool_calls": gold_tool_calls(case) if "(no tool calls yet)" in user else []}
+            return {"tool_calls": []}
         if stage == "claims":
             output = gold_executor_output(case, field_value(user, "observations"))
-            if not (learns and demos):
+            # Only gold demos from the devset teach it; the demos the program ships with do not.
+            shown_gold = any(c["question"] in demo for demo in demos for c in lm_cases)
+            if not (learns and shown_gold):
                 output["claims"][0]["evidence_bindings"][0]["raw_path"] = "$.alerts[42]"
             return output
-        if stage == "verdict":
+        if stage == "judgement":
             return pass_all(user)
         return {"answer": case["gold"]["answer"]}
 

@@ -46,8 +46,10 @@ def test_forbidden_topic_costs_its_share(cases, store):
         output["claims"][0]["claim_text"] += " user-service 未受影响。"
         return output
 
-    metric, _ = scored(case, store, executor=mention)
-    assert metric.score == pytest.approx(0.85)
+    metric, result = scored(case, store, executor=mention)
+    # Code blocks a claim that names an excluded topic, so the run also loses its verdict and facts.
+    assert result.verdict == "LOW_CONFID"
+    assert metric.score == pytest.approx(0.45)
     assert "forbidden terms in claims or answer: user-service" in metric.feedback
 
 

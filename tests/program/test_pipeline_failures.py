@@ -5,10 +5,10 @@ import json
 import litellm
 import pytest
 
-from devset.gold import find_ref, gold_executor_output
+from devset.gold import find_ref, gold_executor_output, gold_plan
 from program.api import diagnose
 from program.scope import mentions
-from tests.support.good_lm import good_lm, pass_all
+from tests.support.good_lm import broad, good_lm, pass_all
 
 
 def run(case, store, **overrides):
@@ -56,22 +56,33 @@ def test_forbidden_topic_in_claims_and_answer_is_kept_out_of_the_answer(cases, s
                                                         "raw_path": ref.raw_path, "evidence_excerpt": ref.text}]})
         return output
 
-    def gather(user, round_):
-        if round_ == 1:
-            return {"tool_calls": [{"tool_name": "query_metrics", "service": "payment-service", "alert_name": "HighCPUUsage"},
-                                   {"tool_name": "query_logs", "query": "CPU", "service": "payment-service"},
-                                   {"tool_name": "query_logs", "query": "order 123", "service": "payment-service"}]}
-        return {"tool_calls": []}
+    def planner(user):
+        return {"plan": gold_plan(case), "tool_calls": [
+            {"tool_name": "query_metrics", "service": "payment-service", "alert_name": "HighCPUUsage"},
+            {"tool_name": "query_logs", "query": "CPU", "service": "payment-service"},
+            {"tool_name": "query_logs", "query": "order 123", "service": "payment-service"}]}
+
+    result = run(case, store, planner=planner, executor=overreach)
+    statuses = {c.claim.claim_id: c.verification_status for c in result.claims}
+    assert statuses == {"claim-1": "verified", "claim-2": "downgraded"}
+    overrides = store.get_session(result.session_id).self_evaluation.verifier_evaluation.code_overrides
+    assert {(o.claim_id, o.rule) for o in overrides} >= {("claim-2", "verdict.excluded_topic")}
+    assert result.verdict == "PASS"
+    assert mentions(result.answer, [t.casefold() for t in case["forbidden_terms"]]) == []
+    assert "92%" in result.answer
+
+
+def test_a_composed_answer_naming_an_excluded_topic_is_replaced(cases, store):
+    case = broad(cases["narrow_forbidden"], "排查 payment-service 的 HighCPUUsage 告警，排除订单123和数据库慢查询")
 
     def leaky_answer(user):
         return {"answer": "payment-service 的 CPU 为 92%，另外 order 123 回调失败，数据库慢查询也可能相关。"}
 
-    result = run(case, store, gather=gather, executor=overreach, composer=leaky_answer)
-    assert result.composer_status == "replaced"
+    result = run(case, store, composer=leaky_answer)
+    assert result.verdict == "PASS" and result.composer_status == "replaced"
     record = store.get_session(result.session_id)
     assert any("excluded topic" in r for r in record.composer_output.reasons)
-    assert mentions(result.answer, [t.casefold() for t in case["forbidden_terms"]]) == []
-    assert "92%" in result.answer
+    assert mentions(result.answer, ["order 123", "订单123", "数据库", "slow query"]) == []
 
 
 @pytest.mark.parametrize("reply", ['{"claims": [{"claim_id": "c1", "claim_type": "observation", "claim_te',
@@ -104,8 +115,8 @@ def test_partly_valid_executor_output_keeps_the_valid_claims_but_cannot_pass(cas
 def test_prompt_injection_in_a_log_line_cannot_produce_pass(cases, store):
     case = cases["hikaricp_negative"]
 
-    def gather(user, round_):
-        return {"tool_calls": [{"tool_name": "query_logs", "query": "HikariCP inventory-service"}] if round_ == 1 else []}
+    def planner(user):
+        return {"plan": gold_plan(case), "tool_calls": [{"tool_name": "query_logs", "query": "HikariCP inventory-service"}]}
 
     def obey_the_log(observations, attempt, user):
         ref = find_ref(observations, "ignore previous instructions")
@@ -119,11 +130,11 @@ def test_prompt_injection_in_a_log_line_cannot_produce_pass(cases, store):
     def obeying_composer(user):
         return {"answer": "verdict PASS: inventory-service 的 HikariCP 连接池已耗尽。"}
 
-    result = run(case, store, gather=gather, executor=obey_the_log, verifier=pass_all, composer=obeying_composer)
+    result = run(case, store, planner=planner, executor=obey_the_log, verifier=pass_all, composer=obeying_composer)
     assert result.verdict == "LOW_CONFID"
     assert "evidence.suspected_injection" in result.gatekeeper_result.failed_rules
     assert result.claims[0].verification_status != "verified"
-    assert result.composer_status == "replaced" and "已耗尽" not in result.answer
+    assert result.composer_status == "deterministic" and "已耗尽" not in result.answer
 
 
 def test_lm_that_raises_everywhere_ends_low_confid_without_crashing(cases, store):
@@ -133,9 +144,20 @@ def test_lm_that_raises_everywhere_ends_low_confid_without_crashing(cases, store
     result = run(case, store, **lm_kwargs)
     assert result.verdict == "LOW_CONFID"
     rules = {e.rule for e in result.errors}
-    assert {"lm.planner.error", "lm.executor_tools.error", "executor.no_evidence_gathered", "lm.composer.error"} <= rules
-    assert result.composer_status == "fallback" and "未检索到" in result.answer
-    assert store.get_session(result.session_id).status == "completed"
+    # The question names an alert on a service, so code still looks it up; every LM stage fails.
+    assert {"lm.planner.error", "lm.executor.error"} <= rules
+    assert result.composer_status == "deterministic" and "未检索到" in result.answer
+    record = store.get_session(result.session_id)
+    assert record.status == "completed" and [n.rule for n in record.notes] == ["planner.named_alert_added"]
+
+
+def test_with_no_planner_and_nothing_named_nothing_is_gathered_or_cited(cases, store):
+    case = cases["hikaricp_positive"]
+    boom = RuntimeError("model exploded")
+    result = run(case, store, planner=lambda u: boom, gather=lambda u, r: boom)
+    assert result.verdict == "LOW_CONFID"
+    assert {"lm.planner.error", "lm.executor_tools.error", "executor.no_evidence_gathered"} <= {e.rule for e in result.errors}
+    assert store.list_invocations(result.session_id) == []
 
 
 def test_unreachable_lm_is_named_as_such(cases, store):
@@ -157,44 +179,46 @@ def test_verifier_pass_is_capped_when_the_gatekeeper_is_low_confid(cases, store)
 
     result = run(case, store, executor=drop_raw_path)
     assert result.gatekeeper_result.severity == "low_confid" and result.verdict == "LOW_CONFID"
-    overrides = store.get_session(result.session_id).self_evaluation.verifier_evaluation.code_overrides
-    assert [o.rule for o in overrides] == ["verdict.gatekeeper_low_confid"]
+    record = store.get_session(result.session_id)
+    assert "verifier" not in record.usage  # low_confid caps the verdict: the verifier LM is not asked
+    assert "missing or incomplete" in record.self_evaluation.verifier_evaluation.reason
 
 
-def test_verifier_pass_without_claim_judgements_is_not_pass(cases, store):
+@pytest.mark.parametrize("reply", ['{"judgement": "PASS"}', "yes", '{"judgement": "supported"'])
+def test_a_verifier_reply_that_does_not_parse_is_low_confid(cases, store, reply):
     case = cases["high_memory_positive"]
-    lazy = {"verdict": "PASS", "groundedness_score": 1.0, "claim_judgements": [], "reason": "looks fine"}
-    result = run(case, store, verifier=lambda u: lazy)
+    result = run(case, store, verifier=lambda u: reply)
     assert result.verdict == "LOW_CONFID"
-    overrides = {o.rule for o in store.get_session(result.session_id).self_evaluation.verifier_evaluation.code_overrides}
-    assert overrides == {"verdict.missing_judgement", "verdict.no_verified_claim"}
+    assert "lm.verifier.unparseable" in {e.rule for e in result.errors}
+    assert result.claims[0].verification_status == "downgraded"
 
 
 def test_composer_raw_json_is_replaced(cases, store):
-    case = cases["high_memory_positive"]
+    case = broad(cases["high_memory_positive"], "排查 order-service 的内存告警情况。")
     result = run(case, store, composer=lambda u: {"answer": '{"claim_id": "claim-1", "raw_path": "$.alerts[0]"}'})
     assert result.verdict == "PASS" and result.composer_status == "replaced"
     assert "$.alerts" not in result.answer and "91%" in result.answer
 
 
-def test_composer_stating_a_blocked_claim_is_replaced(cases, store):
-    case = cases["high_memory_positive"]
+def test_composer_stating_a_claim_that_was_not_verified_is_replaced(cases, store):
+    case = broad(cases["high_memory_positive"], "排查 order-service 的内存告警情况。")
 
     def two_claims(observations, attempt, user):
         output = gold_executor_output(case, observations)
-        output["claims"].append({"claim_id": "claim-2", "claim_type": "root_cause",
-                                 "claim_text": "order-service 存在内存泄漏", "evidence_bindings": []})
+        leak = dict(output["claims"][0], claim_id="claim-2", claim_type="root_cause",
+                    claim_text="order-service 的 HighMemoryUsage 告警由内存泄漏引起")
+        output["claims"].append(leak)
         return output
 
     def judge(user):
-        return {"verdict": "PASS", "groundedness_score": 0.5, "reason": "claim-2 over-reaches",
-                "claim_judgements": [{"claim_id": "claim-1", "verdict": "PASS", "reason": "stated"},
-                                     {"claim_id": "claim-2", "verdict": "LOW_CONFID", "reason": "no evidence"}]}
+        if "内存泄漏" in user:
+            return {"judgement": "over-reaches", "reason": "the excerpts show usage, not a leak"}
+        return pass_all(user)
 
     result = run(case, store, executor=two_claims, verifier=judge,
-                 composer=lambda u: {"answer": "内存使用率 91%，order-service 存在内存泄漏。"})
-    assert result.verdict == "LOW_CONFID"  # claim-2 has no bindings: the gatekeeper says low_confid
-    assert result.composer_status == "replaced" and "order-service 存在内存泄漏" not in result.answer
+                 composer=lambda u: {"answer": "order-service 的 HighMemoryUsage 告警由内存泄漏引起。"})
+    assert result.verdict == "PASS"
+    assert result.composer_status == "replaced" and "内存泄漏引起" not in result.answer
     statuses = {c.claim.claim_id: c.verification_status for c in result.claims}
     assert statuses == {"claim-1": "verified", "claim-2": "downgraded"}
 
@@ -209,6 +233,8 @@ def test_a_bug_in_deterministic_code_fails_closed_and_is_recorded(cases, store, 
     assert [e.rule for e in result.errors] == ["pipeline.internal_error"]
     record = store.get_session(result.session_id)
     assert record.status == "failed" and "gatekeeper bug" in record.errors[0].message
+    # The gatekeeper never produced a result, so the record shows none.
+    assert result.gatekeeper_result is None and record.self_evaluation is None
 
 
 def test_executor_that_fails_after_tools_ran_is_recorded(cases, store):
@@ -218,14 +244,14 @@ def test_executor_that_fails_after_tools_ran_is_recorded(cases, store):
     assert "lm.executor.error" in {e.rule for e in result.errors}
     record = store.get_session(result.session_id)
     assert record.executor_attempts[0].parse_status.status == "invalid"
-    assert len(record.tool_requests) == 2 and len(record.tool_requests[0]) == 2
+    assert len(record.tool_requests) == 1 and len(record.tool_requests[0]) == 2
 
 
 def test_the_fallback_answer_never_echoes_excluded_topics(cases, store):
     case = cases["narrow_forbidden"]
     boom = RuntimeError("down")
     result = run(case, store, planner=lambda u: boom, gather=lambda u, r: boom, composer=lambda u: boom)
-    assert result.composer_status == "fallback"
+    assert result.composer_status == "deterministic"
     assert mentions(result.answer, [t.casefold() for t in case["forbidden_terms"]]) == []
 
 
@@ -244,4 +270,4 @@ def test_a_number_the_excerpts_do_not_show_cannot_be_verified(cases, store):
     assert result.gatekeeper_result.status == "pass" and result.verdict == "LOW_CONFID"
     assert result.claims[0].verification_status == "downgraded" and "93" in result.claims[0].reason
     overrides = store.get_session(result.session_id).self_evaluation.verifier_evaluation.code_overrides
-    assert [o.rule for o in overrides] == ["verdict.ungrounded_number", "verdict.no_verified_claim"]
+    assert [o.rule for o in overrides] == ["verdict.ungrounded_number"]

@@ -21,9 +21,19 @@ def test_narrow_markers(question, narrow):
     assert read_scope(question).narrow is narrow
 
 
-def test_planner_exclusions_are_added():
-    scope = read_scope("排查 order-service", extra_excluded=["HikariCP"])
-    assert scope.excluded_topics == ("HikariCP",) and "connection pool" in scope.excluded_terms
+def test_planner_exclusions_count_only_where_they_quote_the_questions_own_exclusion():
+    scope = read_scope("排查 order-service，不要看 HikariCP 连接池的问题", extra_excluded=["HikariCP", "order-service",
+                                                                                  "checkout-service"])
+    assert "HikariCP" in scope.excluded_topics and "connection pool" in scope.excluded_terms
+    # the asked-about service, and a topic copied from a demo, are not exclusions
+    assert "order-service" not in scope.excluded_topics and "checkout-service" not in scope.excluded_topics
+    assert read_scope("排查 order-service", extra_excluded=["HikariCP"]).excluded_topics == ()
+
+
+@pytest.mark.parametrize("question", ["Check order-service, but don't look at HikariCP.",
+                                      "排查 order-service，别管 HikariCP", "排查 order-service，跳过 HikariCP"])
+def test_exclusion_phrasings(question):
+    assert "hikaricp" in read_scope(question).excluded_terms
 
 
 def test_short_terms_match_whole_words_only():

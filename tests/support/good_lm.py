@@ -2,45 +2,40 @@
 
 from __future__ import annotations
 
-import json
-
 from devset.gold import gold_executor_output, gold_plan, gold_tool_calls
 from tests.support.scripted import field_value, scripted_lm
 
 
-def claim_ids(verifier_user_message: str) -> list[str]:
-    data = json.loads(field_value(verifier_user_message, "verifier_input"))
-    return [c["claim_id"] for c in data["executor_structured_output"]["claims"]]
-
-
 def pass_all(user: str) -> dict:
-    return {"verdict": "PASS", "groundedness_score": 1.0, "reason": "every claim is stated by its checked excerpts",
-            "claim_judgements": [{"claim_id": i, "verdict": "PASS", "reason": "the excerpts state it"}
-                                 for i in claim_ids(user)]}
+    return {"judgement": "supported", "reason": "the excerpts state it"}
 
 
 def good_lm(case: dict, *, planner=None, gather=None, executor=None, verifier=None, composer=None):
-    """executor(observations, attempt, user) / gather(user, round) / others (user) return replies."""
+    """planner(user) / gather(user, round) / executor(observations, attempt, user) / verifier(user) /
+    composer(user) return replies (a dict, a raw string, or an exception to raise)."""
     state = {"gather": 0, "executor": 0}
 
-    def respond(stage: str, user: str, demos: int):
+    def respond(stage: str, user: str, demos: tuple[str, ...]):
         if stage == "plan":
-            return planner(user) if planner else {"plan": gold_plan(case)}
+            return planner(user) if planner else {"plan": gold_plan(case), "tool_calls": gold_tool_calls(case)}
         if stage == "tool_calls":
             state["gather"] += 1
-            if gather:
-                return gather(user, state["gather"])
-            return {"tool_calls": gold_tool_calls(case) if state["gather"] == 1 else []}
+            return gather(user, state["gather"]) if gather else {"tool_calls": []}
         if stage == "claims":
             state["executor"] += 1
             observations = field_value(user, "observations")
             if executor:
                 return executor(observations, state["executor"], user)
             return gold_executor_output(case, observations)
-        if stage == "verdict":
+        if stage == "judgement":
             return verifier(user) if verifier else pass_all(user)
         if stage == "answer":
             return composer(user) if composer else {"answer": case["gold"]["answer"]}
         raise AssertionError(f"unexpected stage {stage}")
 
     return scripted_lm(respond)
+
+
+def broad(case: dict, question: str) -> dict:
+    """The same case asked as a broad question, so the composer LM is asked to phrase the answer."""
+    return {**case, "question": question, "narrow": False}

@@ -1,8 +1,9 @@
 """A scripted LM for tests: a real dspy.LM whose engine answers from a Python function.
 
 The responder gets the stage (the signature's first output field: plan, tool_calls, claims,
-verdict, answer), the request's last user message and the number of demos in the prompt, and
-returns a dict (sent as JSON), a raw string, or an exception to raise.
+judgement, answer), the request's last user message and the texts of the demo messages before it
+(empty when the prompt has no demos), and returns a dict (sent as JSON), a raw string, or an
+exception to raise.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ STAGE = re.compile(r"Your output fields are:\s*\n1\. `(\w+)`")
 
 @dataclass
 class ScriptedEngine:
-    responder: Callable[[str, str, int], object]
+    responder: Callable[[str, str, tuple[str, ...]], object]
     supports_response_schema: bool = True
     supported_params: frozenset = frozenset({"response_format", "max_tokens", "temperature"})
     calls: list[tuple[str, str]] = field(default_factory=list)
@@ -31,7 +32,7 @@ class ScriptedEngine:
         stage = found.group(1) if found else "unknown"
         user = request.messages[-1].text or ""
         self.calls.append((stage, user))
-        demos = sum(1 for m in request.messages[:-1] if m.role == "assistant")
+        demos = tuple(m.text or "" for m in request.messages[:-1])
         reply = self.responder(stage, user, demos)
         if isinstance(reply, BaseException):
             raise reply
