@@ -1,50 +1,161 @@
-"""Wall time, LM calls and tokens of one diagnosis, over several runs with the LM cache off.
+"""Verdicts, cost and time of real diagnoses: the five LM seed cases and the unseen questions.
 
-Run: .venv/bin/python benchmarks/diagnosis_time.py [--runs 3] [--lm embedded] [--no-compiled]
+    .venv/bin/python benchmarks/diagnosis_time.py                    # embedded default, LM cache off
+    .venv/bin/python benchmarks/diagnosis_time.py --lm embedded-small --only seed
+    .venv/bin/python benchmarks/diagnosis_time.py --replay results/bench-<run>   # re-score, no model
+
+Each run writes results/bench-<UTC>/: transcript.jsonl (every LM request and reply), results.json
+and report.md. A question is right when its verdict is the expected one, no forbidden term appears
+in its claims or answer, and (for PASS) its verified claims name the required facts. An unsafe
+PASS is a PASS that fails either of the last two: the failure this project exists to prevent.
+Seconds in a replay are the recorded ones; everything else is recomputed from the transcript.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
+import sys
 import time
+from datetime import UTC, datetime
+from pathlib import Path
 
 import dspy
 
+from devset import load_cases
 from program.api import diagnose
 from program.audit import AuditStore
+from program.lm import EMBEDDED, lm_spec, resolve_lm
+from program.scope import mentions
+from program.transcript import RecordingEngine, ReplayEngine
 
-QUESTIONS = (
-    "只确认 order-service 是否存在 HighMemoryUsage 告警。",
-    "确认 order-service 是否存在 HikariCP 连接池耗尽。",
-    "只确认 payment-service 是否存在 HighCPUUsage 告警，不要分析订单123、OOM、数据库慢查询、连接池或 user-service。",
-)
+UNSEEN = Path(__file__).resolve().parent / "unseen_questions.json"
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--lm", default="embedded")
-    parser.add_argument("--no-compiled", action="store_true")
-    args = parser.parse_args()
+def questions(only: str) -> list[dict]:
+    seed = [{"id": c["case_id"], "set": "seed", "question": c["question"], "expected_verdict": c["expected_verdict"],
+             "required_facts": c["required_facts"], "forbidden_terms": c["forbidden_terms"]}
+            for c in load_cases() if c["runs_lm"]]
+    unseen = [{**q, "set": "unseen"} for q in json.loads(UNSEEN.read_text(encoding="utf-8"))]
+    return {"seed": seed, "unseen": unseen, "all": seed + unseen}[only]
+
+
+def score(question: dict, result) -> dict:
+    verified = [c.claim for c in result.claims if c.verification_status == "verified"]
+    said = " ".join(c.claim.claim_text for c in result.claims) + " " + result.answer
+    forbidden = mentions(said, [t.casefold() for t in question["forbidden_terms"]])
+    verified_text = " ".join(c.claim_text for c in verified).casefold()
+    missing = [f for f in question["required_facts"] if f.casefold() not in verified_text]
+    verdict_ok = result.verdict == question["expected_verdict"]
+    unsafe = result.verdict == "PASS" and bool(forbidden or missing)
+    usage = result.usage.values()
+    gate = result.gatekeeper_result
+    return {
+        "id": question["id"], "set": question["set"], "verdict": result.verdict,
+        "expected": question["expected_verdict"],
+        "right": verdict_ok and not forbidden and not (result.verdict == "PASS" and missing),
+        "unsafe_pass": unsafe, "gatekeeper": f"{gate.status}/{gate.severity}" if gate else "-",
+        "claims": len(result.claims), "verified": len(verified), "forbidden_hits": forbidden, "missing_facts": missing,
+        "lm_calls": sum(u.lm_calls for u in usage), "prompt_tokens": sum(u.prompt_tokens for u in usage),
+        "completion_tokens": sum(u.completion_tokens for u in usage), "seconds": round(sum(u.seconds for u in usage), 1),
+        "session_id": result.session_id, "composer": result.composer_status,
+        "errors": [e.rule for e in result.errors],
+    }
+
+
+def make_lm(spec: str, transcript: Path, replay: bool) -> dspy.LM:
+    if replay:
+        return dspy.LM(f"replay/{spec}", engine=ReplayEngine(transcript), cache=False, temperature=0.0)
+    base = resolve_lm(spec)
+    engine = getattr(base, "engine", None)
+    if engine is None:
+        sys.exit(f"{spec}: this LM has no engine to record through")
+    return dspy.LM(base.model, engine=RecordingEngine(engine, transcript), cache=False, **base.kwargs)
+
+
+def summary(rows: list[dict]) -> dict:
+    def part(name):
+        sel = [r for r in rows if r["set"] == name]
+        return {"questions": len(sel), "right": sum(r["right"] for r in sel),
+                "unsafe_pass": sum(r["unsafe_pass"] for r in sel),
+                "gatekeeper_pass": sum(r["gatekeeper"] == "pass/none" for r in sel)} if sel else None
+
+    return {"seed": part("seed"), "unseen": part("unseen"),
+            "median_seconds": statistics.median(r["seconds"] for r in rows),
+            "median_lm_calls": statistics.median(r["lm_calls"] for r in rows),
+            "median_prompt_tokens": statistics.median(r["prompt_tokens"] for r in rows),
+            "median_completion_tokens": statistics.median(r["completion_tokens"] for r in rows)}
+
+
+def report(meta: dict, rows: list[dict], totals: dict) -> str:
+    lines = [f"# Diagnosis benchmark {meta['run']}", "",
+             f"LM `{meta['lm']}`, LM cache off, {meta['mode']}. Started {meta['started']}.", "",
+             "| set | right | unsafe PASS | gatekeeper pass |", "| --- | --- | --- | --- |"]
+    for name in ("seed", "unseen"):
+        if totals[name]:
+            t = totals[name]
+            lines.append(f"| {name} | {t['right']} of {t['questions']} | {t['unsafe_pass']} | "
+                         f"{t['gatekeeper_pass']} of {t['questions']} |")
+    lines += ["", f"Median per diagnosis: {totals['median_seconds']} s, {totals['median_lm_calls']} LM calls, "
+              f"{totals['median_prompt_tokens']} prompt + {totals['median_completion_tokens']} completion tokens.", "",
+              "| question | set | verdict | expected | right | gatekeeper | claims verified | forbidden | seconds "
+              "| LM calls | prompt | completion |", "| --- " * 12 + "|"]
+    for r in rows:
+        lines.append(f"| {r['id']} | {r['set']} | {r['verdict']} | {r['expected']} | {'yes' if r['right'] else 'no'} | "
+                     f"{r['gatekeeper']} | {r['verified']} of {r['claims']} | {', '.join(r['forbidden_hits']) or '-'} | "
+                     f"{r['seconds']} | {r['lm_calls']} | {r['prompt_tokens']} | {r['completion_tokens']} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--lm", default=EMBEDDED, help="model (default: the embedded default)")
+    parser.add_argument("--only", choices=("all", "seed", "unseen"), default="all")
+    parser.add_argument("--out", default="results", help="folder for the run's directory")
+    parser.add_argument("--replay", help="a run directory to re-score from its transcript, without the model")
+    args = parser.parse_args(argv)
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+
+    if args.replay:
+        source = Path(args.replay)
+        recorded = json.loads((source / "results.json").read_text(encoding="utf-8"))
+        meta = {**recorded["meta"], "mode": f"replayed from {source}"}
+        out, transcript = source, source / "transcript.jsonl"
+        asked = [q for q in questions("all") if q["id"] in {r["id"] for r in recorded["rows"]}]
+        seconds = {r["id"]: r["seconds"] for r in recorded["rows"]}
+    else:
+        run = "bench-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+        out = Path(args.out) / run
+        out.mkdir(parents=True, exist_ok=True)
+        transcript = out / "transcript.jsonl"
+        meta = {"run": run, "lm": lm_spec(args.lm), "mode": "recorded", "started": datetime.now(UTC).isoformat()}
+        asked, seconds = questions(args.only), {}
+    lm = make_lm(meta["lm"], transcript, bool(args.replay))
     store = AuditStore("sqlite://")
     rows = []
-    for n in range(args.runs):
-        question = QUESTIONS[n % len(QUESTIONS)]
+    for n, question in enumerate(asked, start=1):
         started = time.perf_counter()
-        result = diagnose(question, lm=args.lm, db=store, compiled=not args.no_compiled)
-        seconds = time.perf_counter() - started
-        calls = sum(u.lm_calls for u in result.usage.values())
-        prompt = sum(u.prompt_tokens for u in result.usage.values())
-        completion = sum(u.completion_tokens for u in result.usage.values())
-        rows.append((seconds, calls, prompt, completion))
-        print(f"run {n + 1}: {seconds:.1f} s, {calls} LM calls, {prompt} prompt + {completion} completion tokens, "
-              f"verdict {result.verdict}, stages {{{', '.join(f'{k}: {v.seconds:.1f}s' for k, v in result.usage.items())}}}")
-    print(f"median wall time {statistics.median(r[0] for r in rows):.1f} s over {len(rows)} runs; "
-          f"median LM calls {statistics.median(r[1] for r in rows)}, "
-          f"median tokens {statistics.median(r[2] for r in rows)} prompt + {statistics.median(r[3] for r in rows)} completion")
+        result = diagnose(question["question"], lm=lm, db=store, compiled=False)
+        row = score(question, result)
+        row["seconds"] = seconds.get(row["id"], round(time.perf_counter() - started, 1))
+        rows.append(row)
+        print(f"[{n}/{len(asked)}] {row['id']}: {row['verdict']} (expected {row['expected']}) "
+              f"{'right' if row['right'] else 'WRONG'}{' UNSAFE' if row['unsafe_pass'] else ''}, {row['seconds']} s, "
+              f"{row['lm_calls']} calls", flush=True)
+    totals = summary(rows)
+    text = report(meta, rows, totals)
+    if args.replay:
+        same = [r["verdict"] for r in rows] == [r["verdict"] for r in recorded["rows"]]
+        print(f"replay reproduces every recorded verdict: {same}")
+        print(text)
+        return 0 if same else 1
+    (out / "results.json").write_text(json.dumps({"meta": meta, "summary": totals, "rows": rows}, ensure_ascii=False,
+                                                 indent=2), encoding="utf-8")
+    (out / "report.md").write_text(text, encoding="utf-8")
+    print(text)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

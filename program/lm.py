@@ -80,10 +80,12 @@ class LlamaEngine:
 
     def _load(self):
         if self._llm is None:
-            from llama_cpp import Llama, LlamaRAMCache
+            from llama_cpp import LlamaRAMCache
+
+            from program.grammar_sampling import GreedyGrammarLlama
 
             path = self.model_path or str(assemble(self.model))
-            self._llm = Llama(model_path=path, n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
+            self._llm = GreedyGrammarLlama(model_path=path, n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
             # Each stage's prompt starts with the same instructions and demos: keeping the model state
             # after each call lets the next call of that stage skip its shared prefix.
             self._llm.set_cache(LlamaRAMCache(capacity_bytes=STATE_CACHE_BYTES))

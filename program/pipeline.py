@@ -180,7 +180,8 @@ class Diagnosis(dspy.Module):
             run.errors.append(_stage_error("planner", exc))
         run.scope = read_scope(run.question, run.plan.excluded_topics)
         run.record.planner_output = run.plan
-        self._call_tools(run, [*calls, *self._named_alert_calls(run, calls, catalog)])
+        # Alerts first: the executor quotes the observations in order, and the alert is the primary evidence.
+        self._call_tools(run, [*self._named_alert_calls(run, calls, catalog), *calls])
 
     def _named_alert_calls(self, run: _Run, calls: list[ToolCall], catalog) -> list[ToolCall]:
         """An alert the question names, on a service it names, is always looked up: the planner may

@@ -38,9 +38,15 @@ def _check_service(world: World, service: Any) -> str | None:
         return None
     if not isinstance(service, str) or not service.strip():
         return "service must be a non-empty string"
-    if service not in world.service_names:
-        return f"unknown service {service!r}; known services: {', '.join(sorted(world.service_names))}"
     return None
+
+
+def _unknown_service_note(world: World, service: str | None) -> str:
+    """A service nobody runs has no alerts or logs: that is a no-hit (the design's acceptance rule),
+    and the message names the services that do exist."""
+    if service is None or service in world.service_names:
+        return ""
+    return f"; {service!r} is not a known service (known: {', '.join(sorted(world.service_names))})"
 
 
 def query_metrics(service: str | None = None, alert_name: str | None = None, state: str | None = None) -> dict:
@@ -66,8 +72,8 @@ def query_metrics(service: str | None = None, alert_name: str | None = None, sta
     else:
         known = sorted({a["name"] for a in world.alerts})
         message = (
-            f"未找到匹配的告警 (no alerts matched service={service!r}, alert_name={alert_name!r}, state={state!r}); "
-            f"known alert names: {', '.join(known)}"
+            f"未找到匹配的告警 (no alerts matched service={service!r}, alert_name={alert_name!r}, state={state!r})"
+            f"{_unknown_service_note(world, service)}; known alert names: {', '.join(known)}"
         )
     return {"success": True, "alerts": alerts, "total": len(alerts), "message": message, "searched": searched}
 
@@ -127,7 +133,8 @@ def query_logs(query: str, service: str | None = None, level: str | None = None,
     if kept:
         message = f"{len(scored)} matching log line(s), {len(kept)} returned"
     else:
-        message = f"未找到匹配的日志 (no log lines matched query={query!r}, service={service!r}, level={level!r})"
+        message = (f"未找到匹配的日志 (no log lines matched query={query!r}, service={service!r}, level={level!r})"
+                   f"{_unknown_service_note(world, service)}")
     return {
         "success": True,
         "logs": [dict(r) for r in kept],

@@ -34,7 +34,15 @@ def test_no_hit_is_a_success_with_an_echo_and_no_placeholder():
 def test_service_filter_is_exact():
     assert query_logs("内存", service="order-service")["total"] == 6
     prefix = query_logs("内存", service="order")
-    assert prefix["success"] is False and "unknown service 'order'" in prefix["error"]
+    assert prefix["success"] is True and prefix["logs"] == [] and prefix["total"] == 0
+    assert "'order' is not a known service" in prefix["message"] and "order-service" in prefix["message"]
+
+
+def test_a_service_that_does_not_exist_is_a_no_hit_not_a_failure(recorder):
+    for tool, kwargs in (("query_logs", {"query": "HikariCP"}), ("query_metrics", {})):
+        invocation = recorder.call(tool, service="ghost-service", **kwargs)
+        assert invocation.success and invocation.retrieval_details.evidence_status == "no_evidence"
+        assert "ghost-service" in invocation.retrieval_details.message
 
 
 def test_level_filter_and_alias():
