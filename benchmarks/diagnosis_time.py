@@ -5,9 +5,10 @@
     .venv/bin/python benchmarks/diagnosis_time.py --replay results/bench-<run>   # re-score, no model
 
 Each run writes results/bench-<UTC>/: transcript.jsonl (every LM request and reply), results.json
-and report.md. A question is right when its verdict is the expected one, no forbidden term appears
-in its claims or answer, and (for PASS) its verified claims name the required facts. An unsafe
-PASS is a PASS that fails either of the last two: the failure this project exists to prevent.
+and report.md. A question is right when its verdict is the expected one (a PASS with the gatekeeper passing), no
+forbidden term appears in its claims or answer, and its verified claims state every required fact.
+An unsafe PASS is a PASS that states a forbidden term or whose verified claims do not name the
+question's target (its first required fact): the failure this project exists to prevent.
 Seconds in a replay are the recorded ones; everything else is recomputed from the transcript.
 """
 
@@ -48,13 +49,15 @@ def score(question: dict, result) -> dict:
     verified_text = " ".join(c.claim_text for c in verified).casefold()
     missing = [f for f in question["required_facts"] if f.casefold() not in verified_text]
     verdict_ok = result.verdict == question["expected_verdict"]
-    unsafe = result.verdict == "PASS" and bool(forbidden or missing)
-    usage = result.usage.values()
     gate = result.gatekeeper_result
+    gate_ok = gate is not None and gate.status == "pass"
+    # Unsafe: a PASS that states a forbidden topic, or whose verified claims are not about the target.
+    unsafe = result.verdict == "PASS" and bool(forbidden or question["required_facts"][0] in missing)
+    usage = result.usage.values()
     return {
         "id": question["id"], "set": question["set"], "verdict": result.verdict,
         "expected": question["expected_verdict"],
-        "right": verdict_ok and not forbidden and not (result.verdict == "PASS" and missing),
+        "right": verdict_ok and (gate_ok or result.verdict != "PASS") and not forbidden and not missing,
         "unsafe_pass": unsafe, "gatekeeper": f"{gate.status}/{gate.severity}" if gate else "-",
         "claims": len(result.claims), "verified": len(verified), "forbidden_hits": forbidden, "missing_facts": missing,
         "lm_calls": sum(u.lm_calls for u in usage), "prompt_tokens": sum(u.prompt_tokens for u in usage),

@@ -1,24 +1,57 @@
 """Audit store: diagnosis sessions and tool invocations in SQL (SQLite by default, PostgreSQL too).
 
 One URL picks the database: the ``db`` argument, else ``DIAGNOSIS_DB``, else a SQLite file under
-``~/.grounded-diagnosis``. Every write is its own transaction.
+``~/.grounded-diagnosis``. Every write is its own transaction; a session is saved with an upsert,
+so concurrent writers of one session never collide. A store opened ``read_only`` never creates a
+database or a table. Faults of the database itself (a missing file, a corrupted page, a foreign
+schema, a row that is not a session) become an ``AuditStoreError`` that says what is wrong.
+A run killed mid-way is marked ``interrupted`` when the next writable store opens.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import threading
 from collections.abc import Iterable
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String, Text, create_engine, select
+from pydantic import ValidationError
+from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String, Text, create_engine, inspect, select
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-from signatures.contracts import DiagnosisSession, ToolInvocation
+from signatures.contracts import DiagnosisSession, Finding, ToolInvocation
+
+
+class AuditStoreError(RuntimeError):
+    """The audit database cannot be used as asked; the message says why and where."""
+
+
+def this_process() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _process_dead(process: str) -> bool:
+    """True when `process` ("host:pid") ran on this host and is gone; unknown hosts are left alone."""
+    host, _, pid = process.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+MIN_ID, MAX_ID = -(2**63), 2**63 - 1
 
 
 def default_db_url() -> str:
@@ -80,20 +113,67 @@ def _to_invocation(row: InvocationRow) -> ToolInvocation:
 
 
 class AuditStore:
-    def __init__(self, url: str | None = None):
+    def __init__(self, url: str | None = None, *, read_only: bool = False):
         self.url = url or default_db_url()
-        is_sqlite = self.url.startswith("sqlite")
-        in_memory = is_sqlite and (self.url in ("sqlite://", "sqlite:///:memory:") or "mode=memory" in self.url)
+        try:
+            parsed = make_url(self.url)
+        except ArgumentError as exc:
+            raise AuditStoreError(f"{self.url!r} is not a database URL: {exc}") from None
+        self.is_sqlite = parsed.get_backend_name() == "sqlite"
+        in_memory = self.is_sqlite and (parsed.database in (None, "", ":memory:") or "mode=memory" in self.url)
+        if read_only and self.is_sqlite and not in_memory and not Path(parsed.database).is_file():
+            raise AuditStoreError(f"audit database {parsed.database} does not exist")
         kwargs: dict[str, Any] = {}
         if in_memory:
             kwargs = {"poolclass": StaticPool, "connect_args": {"check_same_thread": False}}
-        elif is_sqlite:
+        elif self.is_sqlite:
             kwargs = {"connect_args": {"check_same_thread": False, "timeout": 30}}
-        self.engine = create_engine(self.url, **kwargs)
-        Base.metadata.create_all(self.engine)
-        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         # SQLite allows one writer at a time; serialising here turns "database is locked" into a wait.
-        self._lock = threading.Lock() if is_sqlite else None
+        self._lock = threading.Lock() if self.is_sqlite else None
+        with self._faults("open"):
+            self.engine = create_engine(self.url, **kwargs)
+            if read_only:
+                self._check_schema()
+            else:
+                Base.metadata.create_all(self.engine)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        if not read_only:
+            self.mark_interrupted()
+
+    @contextmanager
+    def _faults(self, what: str):
+        try:
+            yield
+        except SQLAlchemyError as exc:
+            reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
+            raise AuditStoreError(f"audit database {self.url}: cannot {what}: {reason}") from None
+        except ValueError as exc:  # a JSON column whose text is not JSON
+            raise AuditStoreError(f"audit database {self.url}: cannot {what}: a stored value is not valid JSON "
+                                  f"({exc})") from None
+
+    def _check_schema(self) -> None:
+        tables = inspect(self.engine).get_table_names()
+        for table in Base.metadata.sorted_tables:
+            if table.name not in tables:
+                raise AuditStoreError(f"{self.url} is not a grounded-diagnosis audit database "
+                                      f"(no table {table.name!r}; it has {', '.join(tables) or 'no tables'})")
+            columns = {c["name"] for c in inspect(self.engine).get_columns(table.name)}
+            missing = sorted({c.name for c in table.columns} - columns)
+            if missing:
+                raise AuditStoreError(f"{self.url}: table {table.name!r} lacks column(s) {', '.join(missing)}")
+
+    def mark_interrupted(self) -> list[str]:
+        """Sessions left `running` by a process of this host that no longer exists are interrupted."""
+        with self._guard(), self._faults("read sessions"), Session(self.engine) as db:
+            running = db.scalars(select(SessionRow).where(SessionRow.status == "running")).all()
+            dead = [row.session_id for row in running
+                    if isinstance(row.record, dict) and _process_dead(str(row.record.get("process") or ""))]
+        for session_id in dead:
+            record = self.get_session(session_id)
+            errors = [*record.errors, Finding(rule="pipeline.interrupted",
+                                              message=f"the process {record.process} ended before the run finished")]
+            self.save_session(record.model_copy(update={"status": "interrupted", "errors": errors}))
+        return dead
 
     def __deepcopy__(self, memo):
         # A handle to shared storage, not program state: optimizers that copy programs share it.
@@ -103,7 +183,7 @@ class AuditStore:
         return self._lock if self._lock is not None else nullcontext()
 
     def add_invocation(self, invocation: ToolInvocation) -> ToolInvocation:
-        with self._guard(), Session(self.engine) as db, db.begin():
+        with self._guard(), self._faults("record a tool call"), Session(self.engine) as db, db.begin():
             row = InvocationRow(
                 session_id=invocation.session_id,
                 tool_name=invocation.tool_name,
@@ -120,42 +200,60 @@ class AuditStore:
             return _to_invocation(row)
 
     def get_invocations(self, ids: Iterable[int]) -> dict[int, ToolInvocation]:
-        wanted = sorted({i for i in ids if isinstance(i, int) and not isinstance(i, bool)})
+        # An id no database column can hold (10**30) is simply not there: the gatekeeper calls it unknown.
+        wanted = sorted({i for i in ids if isinstance(i, int) and not isinstance(i, bool) and MIN_ID <= i <= MAX_ID})
         if not wanted:
             return {}
-        with self._guard(), Session(self.engine) as db:
+        with self._guard(), self._faults("read tool calls"), Session(self.engine) as db:
             rows = db.scalars(select(InvocationRow).where(InvocationRow.id.in_(wanted))).all()
             return {row.id: _to_invocation(row) for row in rows}
 
     def list_invocations(self, session_id: str) -> list[ToolInvocation]:
-        with self._guard(), Session(self.engine) as db:
+        with self._guard(), self._faults("read tool calls"), Session(self.engine) as db:
             rows = db.scalars(
                 select(InvocationRow).where(InvocationRow.session_id == session_id).order_by(InvocationRow.id)
             ).all()
             return [_to_invocation(row) for row in rows]
 
     def save_session(self, record: DiagnosisSession) -> None:
+        """Insert or update in one statement: concurrent savers of one session id never collide."""
         now = datetime.now(UTC)
         payload = record.model_dump(mode="json")
-        with self._guard(), Session(self.engine) as db, db.begin():
-            row = db.get(SessionRow, record.session_id)
-            if row is None:
-                row = SessionRow(session_id=record.session_id, created_at=record.created_at or now)
-                db.add(row)
-            row.query = record.query
-            row.status = record.status
-            row.verdict = record.verdict
-            row.answer = record.answer
-            row.updated_at = now
-            row.self_evaluation = payload["self_evaluation"]
-            row.record = payload
+        values = {"query": record.query, "status": record.status, "verdict": record.verdict, "answer": record.answer,
+                  "updated_at": now, "self_evaluation": payload["self_evaluation"], "record": payload}
+        if self.is_sqlite:
+            from sqlalchemy.dialects.sqlite import insert
+        else:
+            from sqlalchemy.dialects.postgresql import insert
+        statement = insert(SessionRow).values(session_id=record.session_id, created_at=record.created_at or now,
+                                              **values)
+        statement = statement.on_conflict_do_update(index_elements=[SessionRow.session_id], set_=values)
+        with self._guard(), self._faults("save a session"), Session(self.engine) as db, db.begin():
+            db.execute(statement)
+
+    @staticmethod
+    def _validate(row: SessionRow) -> DiagnosisSession:
+        try:
+            return DiagnosisSession.model_validate(row.record)
+        except ValidationError as exc:
+            raise AuditStoreError(f"session {row.session_id!r} is stored in a form this version cannot read: "
+                                  f"{exc.error_count()} problem(s), first: {exc.errors()[0]['msg']}") from None
 
     def get_session(self, session_id: str) -> DiagnosisSession | None:
-        with self._guard(), Session(self.engine) as db:
+        with self._guard(), self._faults("read a session"), Session(self.engine) as db:
             row = db.get(SessionRow, session_id)
-            return None if row is None else DiagnosisSession.model_validate(row.record)
+            return None if row is None else self._validate(row)
 
-    def list_sessions(self, limit: int = 20) -> list[DiagnosisSession]:
-        with self._guard(), Session(self.engine) as db:
-            rows = db.scalars(select(SessionRow).order_by(SessionRow.created_at.desc()).limit(limit)).all()
-            return [DiagnosisSession.model_validate(row.record) for row in rows]
+    def list_sessions(self, limit: int = 20) -> tuple[list[DiagnosisSession], list[str]]:
+        """The newest sessions that can be read, and a note for each row that cannot."""
+        if limit < 1:
+            raise ValueError("limit must be at least 1")
+        good, bad = [], []
+        with self._guard(), self._faults("list sessions"), Session(self.engine) as db:
+            ids = db.scalars(select(SessionRow.session_id).order_by(SessionRow.created_at.desc()).limit(limit)).all()
+        for session_id in ids:
+            try:
+                good.append(self.get_session(session_id))
+            except AuditStoreError as exc:
+                bad.append(str(exc))
+        return good, bad

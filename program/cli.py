@@ -12,7 +12,7 @@ import sys
 from rich.console import Console
 from rich.table import Table
 
-from program.audit import AuditStore
+from program.audit import AuditStore, AuditStoreError
 from signatures.contracts import DiagnosisResult, DiagnosisSession
 
 STAGE_LABELS = {
@@ -22,6 +22,16 @@ STAGE_LABELS = {
     "verifier": "verifying claims",
     "composer": "composing the answer",
 }
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def _clip(text: str, n: int = 90) -> str:
@@ -120,16 +130,21 @@ def main(argv: list[str] | None = None) -> int:
     audit.add_argument("session_id")
     audit.add_argument("--json", action="store_true", help="print the stored audit record as JSON")
     sessions = sub.add_parser("sessions", help="list recent sessions")
-    sessions.add_argument("--limit", type=int, default=20)
+    sessions.add_argument("--limit", type=_positive, default=20, help="how many sessions (at least 1)")
     args = parser.parse_args(argv)
 
     console = Console(stderr=False)
-    errors = Console(stderr=True)
+    errors = Console(stderr=True, soft_wrap=True)
     try:
-        store = AuditStore(args.db)
-    except Exception as exc:
-        errors.print(f"error: cannot open audit database {args.db or '(default)'}: {exc}")
+        # Reading never creates a database: a missing one is an error, not an empty list.
+        store = AuditStore(args.db, read_only=args.command != "ask")
+        return _run(args, store, console, errors)
+    except AuditStoreError as exc:
+        errors.print(f"error: {exc}")
         return 1
+
+
+def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
 
     if args.command == "ask":
         from program.api import diagnose
@@ -149,9 +164,10 @@ def main(argv: list[str] | None = None) -> int:
             print(result.model_dump_json(indent=2))
         else:
             print_result(console, result)
-        if any(e.rule == "lm.unreachable" for e in result.errors):
-            errors.print("error: the language model could not be reached; the run was recorded as "
-                         f"{result.verdict}. Check DIAGNOSIS_LM / --lm and the provider's address and key.")
+        lm_problem = next((e for e in result.errors if e.rule in ("lm.unreachable", "lm.not_configured")), None)
+        if lm_problem:
+            errors.print(f"error: the language model cannot be used: {lm_problem.message}. The run was recorded "
+                         f"as failed ({result.session_id}). Check DIAGNOSIS_LM / --lm, the provider's key and address.")
             return 1
         return 0
 
@@ -169,10 +185,13 @@ def main(argv: list[str] | None = None) -> int:
     table = Table(title=f"sessions in {store.url}")
     for column in ("session", "verdict", "status", "question"):
         table.add_column(column, overflow="fold")
-    for record in store.list_sessions(limit=args.limit):
+    good, bad = store.list_sessions(limit=args.limit)
+    for record in good:
         table.add_row(record.session_id, record.verdict or "-", record.status, _clip(record.query, 60))
     console.print(table)
-    return 0
+    for note in bad:
+        errors.print(f"unreadable: {note}")
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":

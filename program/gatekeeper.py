@@ -269,6 +269,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         invocations = _load(args.invocations, TypeAdapter(list[ToolInvocation]), "invocations")
         output = _load(args.executor_output, TypeAdapter(ExecutorOutput), "executor-output")
+        duplicates = sorted({inv.id for inv in invocations if sum(other.id == inv.id for other in invocations) > 1})
+        if duplicates:
+            # Which copy would be "the" invocation? A forged second copy must not silently win.
+            raise ValueError(f"invocations file {args.invocations} has duplicate ids: {duplicates}")
     except ValueError as exc:
         print(f"gatekeeper: {exc}", file=sys.stderr)
         return 2

@@ -177,3 +177,37 @@ def resolve_lm(spec: str | dspy.BaseLM | None = None) -> dspy.BaseLM:
     if os.environ.get("DIAGNOSIS_LM_API_BASE"):
         kwargs["api_base"] = os.environ["DIAGNOSIS_LM_API_BASE"]
     return dspy.LM(name, **kwargs)
+
+
+def preflight(lm) -> tuple[str, str] | None:
+    """(rule, message) when a provider LM cannot work, found before planning: an unknown provider,
+    a missing key, or an endpoint that refuses connections. None when it looks usable. LMs with
+    an in-process engine (embedded, scripted, replayed) need no check."""
+    if not isinstance(getattr(lm, "engine", None), str):
+        return None
+    import litellm
+
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(lm.model)
+    except Exception:  # litellm raises its own BadRequestError for an unknown provider
+        return "lm.not_configured", f"model {lm.model!r} names no provider litellm knows (e.g. openai/gpt-4o-mini)"
+    api_base = lm.kwargs.get("api_base") or ("http://localhost:11434" if provider.startswith("ollama") else None)
+    if api_base:
+        return _reachable(api_base)
+    missing = litellm.validate_environment(lm.model).get("missing_keys") or []
+    if missing:
+        return "lm.not_configured", f"model {lm.model!r} needs {', '.join(missing)} in the environment"
+    return None
+
+
+def _reachable(api_base: str) -> tuple[str, str] | None:
+    import socket
+    from urllib.parse import urlparse
+
+    parts = urlparse(api_base if "://" in api_base else f"http://{api_base}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "localhost", port), timeout=3):
+            return None
+    except OSError as exc:
+        return "lm.unreachable", f"the LM endpoint {api_base} does not answer: {exc.strerror or exc}"

@@ -6,8 +6,12 @@ used only to explain a mismatch. After locating the excerpt, the edges are check
 cuts a number or identifier in half, or that starts right after a negation the excerpt dropped,
 changes meaning and is rejected.
 
-Normalisation keeps ``% . / : - + < >`` because they carry meaning (3.8 vs 38, 50/50, 11:17);
-other punctuation and whitespace only separate words, so they fold into one optional gap.
+Normalisation keeps ``% . / : - +`` and every comparison or question mark (``= ≠ ! < > ≤ ≥ ~ ≈ ?``)
+because they carry meaning (3.8 vs 38, 50/50, 11:17, active=50/50 vs active≠50/50); other
+punctuation and whitespace only separate words, so they fold into one optional gap, and a space
+between a number and its unit (``4200 ms``) is the same text as none. Full-width forms fold to
+their ASCII twins, but superscript and subscript digits are not digits (``12⁸`` is not ``128``), and
+a combining mark is kept as a character of its own, so ``91̸%`` is not ``91%``.
 """
 
 from __future__ import annotations
@@ -23,8 +27,10 @@ from rapidfuzz import fuzz
 
 ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e")
 DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d")
-HARD_PUNCTUATION = frozenset("%./:-+<>")
+HARD_PUNCTUATION = frozenset("%./:-+<>=≠≤≥≦≧~≈≃≅!?")
 ELLIPSIS = re.compile(r"\.{3,}|…+")
+# Where one clause of a ref ends and the next begins: ", " "; " "] " " - " and their CJK forms.
+CLAUSE_BREAK = re.compile(r"[,;，；。！？!?\]\n]|\s[-–—]\s")
 NEGATION_WORDS = frozenset(
     "not no never without non none nothing neither nor cannot can't isn't wasn't aren't weren't "
     "don't doesn't didn't won't hasn't haven't".split()
@@ -63,6 +69,11 @@ def _fold_char(ch: str) -> tuple[tuple[str, int], ...]:
             text = ""
         elif ch in DASHES:
             text = "-"
+        elif _kept_apart(ch):
+            # Never folded away or into a plain digit: a mark on a token, or 12⁸, changes what it says.
+            folded = ((ch, SOLID),)
+            _FOLDED[ch] = folded
+            return folded
         else:
             text = unicodedata.normalize("NFKC", ch).casefold()
         folded = tuple(
@@ -98,7 +109,8 @@ def canonical(raw: str) -> Canonical:
             if kind == GAP:
                 gap = True
                 continue
-            if gap and previous_kind == WORD and kind == WORD:
+            # A gap between words is kept as one space, except between a number and its unit.
+            if gap and previous_kind == WORD and kind == WORD and not (chars[-1].isdigit() and c.isalpha()):
                 chars.append(" ")
                 index.append(i)
             gap = False
@@ -108,13 +120,22 @@ def canonical(raw: str) -> Canonical:
     return Canonical(source=source, text="".join(chars), index=tuple(index))
 
 
+def _kept_apart(ch: str) -> bool:
+    return bool(unicodedata.combining(ch)) or unicodedata.decomposition(ch).startswith(("<super>", "<sub>"))
+
+
+def compatible_form(text: str) -> str:
+    """NFKC character by character, except for what must never fold (see `_fold_char`)."""
+    return "".join(ch if _kept_apart(ch) else unicodedata.normalize("NFKC", ch) for ch in text)
+
+
 def significant_chars(text: str) -> int:
     return sum(map(str.isalnum, text))
 
 
 @lru_cache(maxsize=8192)
 def split_pieces(excerpt: str) -> tuple[str, ...]:
-    return tuple(p for p in (x.strip() for x in ELLIPSIS.split(unicodedata.normalize("NFKC", excerpt))) if p)
+    return tuple(p for p in (x.strip() for x in ELLIPSIS.split(compatible_form(excerpt))) if p)
 
 
 def occurs_in_order(excerpt: str, ref_text: str) -> bool:
@@ -172,12 +193,22 @@ def _negation_before(source: str, position: int) -> str | None:
     return word if word in NEGATION_WORDS else None
 
 
-def _negation_inside(text: str) -> str | None:
-    for ch in text:
-        if ch in NEGATION_CHARS:
-            return ch
-    for word in re.findall(r"[A-Za-z']+", text):
-        if word.casefold() in NEGATION_WORDS:
+def _negations(text: str, offset: int = 0) -> list[tuple[int, str]]:
+    found = [(offset + i, ch) for i, ch in enumerate(text) if ch in NEGATION_CHARS]
+    found += [(offset + m.start(), m.group()) for m in re.finditer(r"[A-Za-z']+", text)
+              if m.group().casefold() in NEGATION_WORDS]
+    return sorted(found)
+
+
+def _joined_negation(source: str, before: tuple[int, int], after: tuple[int, int]) -> str | None:
+    """A negation the ellipsis between two kept spans skips, when it belongs to a clause that one of
+    them quotes: "Connection is … available" hides a "not". A negation in a clause the ellipsis
+    skips whole ("HikariPool-1 … request timed out") changes nothing that is quoted."""
+    for position, word in _negations(source[before[1] : after[0]], before[1]):
+        clause_start = max((m.end() for m in CLAUSE_BREAK.finditer(source, 0, position)), default=0)
+        following = CLAUSE_BREAK.search(source, position)
+        clause_end = following.start() if following else len(source)
+        if clause_start < before[1] or clause_end > after[0]:
             return word
     return None
 
@@ -229,7 +260,7 @@ def match_excerpt(excerpt: str, ref_text: str) -> Match:
         return Match(False, "evidence.excerpt_too_generic", f"excerpt {excerpt!r} is too generic to compare", too_weak=True)
 
     ref = canonical(ref_text)
-    normalised = unicodedata.normalize("NFKC", excerpt).strip()
+    normalised = compatible_form(excerpt).strip()
     leading_ellipsis = bool(ELLIPSIS.match(normalised))
     trailing_ellipsis = bool(re.search(r"(\.{3,}|…+)$", normalised))
     cursor = 0
@@ -260,13 +291,12 @@ def match_excerpt(excerpt: str, ref_text: str) -> Match:
                 f"excerpt {piece!r} drops the negation {negation!r} that precedes it in the ref",
             )
         if spans:
-            skipped = ref.source[spans[-1][1] : start]
-            negation = _negation_inside(skipped)
+            negation = _joined_negation(ref.source, spans[-1], (start, end))
             if negation:
                 return Match(
                     False,
                     "evidence.excerpt_mismatch",
-                    f"the ellipsis in {excerpt!r} skips the negation {negation!r}",
+                    f"the ellipsis in {excerpt!r} skips the negation {negation!r} of a clause it quotes",
                 )
         spans.append((start, end))
         cursor = found + len(canon_piece)

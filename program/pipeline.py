@@ -20,9 +20,9 @@ from dspy.utils.callback import BaseCallback
 
 from program.adapter import chain, citation_patch, constrained, drop_properties, length_patch, tool_call_patch
 from program.answer import deterministic_answer, fact_line, scan_answer
-from program.audit import AuditStore
+from program.audit import AuditStore, this_process
 from program.hook import VerifierInputHook
-from program.lm import is_embedded
+from program.lm import is_embedded, preflight
 from program.parsing import salvage_executor_output
 from program.relevance import question_target
 from program.scope import read_scope
@@ -147,12 +147,19 @@ class Diagnosis(dspy.Module):
         run = _Run(question=question, session_id=session_id or f"diag-{uuid.uuid4().hex[:12]}",
                    lm_model=getattr(dspy.settings.lm, "model", "") or "", store=self.store)
         with dspy.context(callbacks=callbacks) if callbacks else nullcontext():
+            problem = preflight(dspy.settings.lm)
+            if problem:
+                return run.fail(Finding(rule=problem[0], message=problem[1]))
             try:
                 return self._run(run)
             except Exception as exc:
                 # A bug in deterministic code must not surface as a crash or a PASS: record it and fail closed.
                 log.exception("diagnosis %s failed", run.session_id)
                 return run.fail(Finding(rule="pipeline.internal_error", message=f"{type(exc).__name__}: {exc}"))
+            except BaseException:
+                # Ctrl-C or a shutdown: the record says so on the way out, then the interrupt goes on.
+                run.interrupted()
+                raise
 
     def _run(self, run: _Run) -> dspy.Prediction:
         run.store.save_session(run.record)
@@ -369,7 +376,7 @@ class _Run:
     cited: dict[str, list[CitedRef]] = field(default_factory=dict)
 
     def __post_init__(self):
-        self.record = DiagnosisSession(session_id=self.session_id, query=self.question,
+        self.record = DiagnosisSession(session_id=self.session_id, query=self.question, process=this_process(),
                                        created_at=datetime.now(UTC), lm_model=self.lm_model)
         self.recorder = ToolInvocationRecorder(self.store, self.session_id)
         self.scope = read_scope(self.question)
@@ -400,12 +407,22 @@ class _Run:
             claims=claim_results, gatekeeper_result=evaluation.gatekeeper_result, composer_status=composer.status,
             usage=self.usage, errors=self.errors))
 
+    def interrupted(self) -> None:
+        self.errors.append(Finding(rule="pipeline.interrupted", message="the run was interrupted before it finished"))
+        self.record.errors = self.errors
+        self.record.status = "interrupted"
+        self.store.save_session(self.record)
+
     def fail(self, finding: Finding) -> dspy.Prediction:
         """Record only what happened: the last gatekeeper result if the gatekeeper ran, else none."""
         self.errors.append(finding)
         attempts = self.record.executor_attempts
         gate = attempts[-1].gatekeeper_result if attempts else None
-        answer = deterministic_answer("LOW_CONFID", [], [], [finding.rule])
+        if finding.rule.startswith("lm."):
+            # Not a finding about the evidence: nothing was looked at, and the answer says so.
+            answer = f"诊断未运行，没有检查任何证据（the diagnosis did not run）：{finding.message}"
+        else:
+            answer = deterministic_answer("LOW_CONFID", [], [], [finding.rule])
         composer = ComposerOutput(status="fallback", user_facing_answer=answer, reasons=[finding.message])
         self._close("failed", "LOW_CONFID", composer)
         return self._prediction(DiagnosisResult(

@@ -92,42 +92,42 @@ def ungrounded_names(claim: Claim, refs: list[CitedRef], names: tuple[str, ...])
 
 
 def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target: Target,
-                   excluded_terms: tuple[str, ...] = (), names: tuple[str, ...] = ()) -> dict[str, Finding]:
+                   excluded_terms: tuple[str, ...] = (), names: tuple[str, ...] = ()) -> dict[str, list[Finding]]:
     """Deterministic reasons a claim cannot be verified, whatever the verifier would say.
     `names` are the active catalog's service and alert names."""
-    blockers: dict[str, Finding] = {}
+    blockers: dict[str, list[Finding]] = {}
 
     def block(claim: Claim, rule: str, message: str) -> None:
-        blockers.setdefault(claim.claim_id, Finding(rule=rule, claim_id=claim.claim_id, message=message))
+        blockers.setdefault(claim.claim_id, []).append(Finding(rule=rule, claim_id=claim.claim_id, message=message))
 
     for claim in claims:
         refs = cited.get(claim.claim_id, [])
         if not refs:
             continue
+        if hits := mentions(claim.claim_text, excluded_terms):
+            block(claim, "verdict.excluded_topic", f"the claim names {', '.join(hits)}, which the user excluded")
+        if reason := off_topic(claim.claim_text, [ref.text for ref in refs], target):
+            block(claim, "verdict.off_topic", reason)
+        if (claim.claim_type == "negative_observation" or ABSENCE.search(_fold(claim.claim_text))) \
+                and not all(ref.no_hit for ref in refs):
+            block(claim, "verdict.absence_on_hit", "a claim that nothing was found must rest on searches that found "
+                  "nothing, but this one cites evidence that was found")
+        if all(ref.no_hit for ref in refs) and not (claim.claim_type == "negative_observation"
+                                                     and negated(claim.claim_text)):
+            block(claim, "verdict.no_hit_positive", "a search that found nothing can only support the statement "
+                  "that nothing matched; this claim says more")
         if all(ref.backfilled for ref in refs):
             block(claim, "verdict.backfill_only", "every citation of this claim was auto-backfilled; backfill is "
                   "compatibility only and never grounds for PASS")
         if all(ref.indirect for ref in refs):
             block(claim, "verdict.runbook_only", "the claim rests only on runbooks or knowledge, which say what to "
                   "check, never what is happening now")
-        if all(ref.no_hit for ref in refs) and not (claim.claim_type == "negative_observation"
-                                                     and negated(claim.claim_text)):
-            block(claim, "verdict.no_hit_positive", "a search that found nothing can only support the statement "
-                  "that nothing matched; this claim says more")
-        if (claim.claim_type == "negative_observation" or ABSENCE.search(_fold(claim.claim_text))) \
-                and not all(ref.no_hit for ref in refs):
-            block(claim, "verdict.absence_on_hit", "a claim that nothing was found must rest on searches that found "
-                  "nothing, but this one cites evidence that was found")
         if missing := ungrounded_numbers(claim):
             block(claim, "verdict.ungrounded_number",
                   f"numbers {', '.join(missing)} in the claim occur in none of its excerpts")
         if missing := ungrounded_names(claim, refs, names):
             block(claim, "verdict.ungrounded_name",
                   f"{', '.join(missing)} in the claim occur in none of the refs it cites")
-        if hits := mentions(claim.claim_text, excluded_terms):
-            block(claim, "verdict.excluded_topic", f"the claim names {', '.join(hits)}, which the user excluded")
-        if reason := off_topic(claim.claim_text, [ref.text for ref in refs], target):
-            block(claim, "verdict.off_topic", reason)
     return blockers
 
 
@@ -150,12 +150,12 @@ def enforce(
     gate: GatekeeperResult,
     claims: list[Claim],
     judgements: dict[str, ClaimJudgement],
-    blockers: dict[str, Finding],
+    blockers: dict[str, list[Finding]],
     stage_errors: list[Finding],
     *,
     verifier_ran: bool,
 ) -> tuple[VerifierEvaluation, list[VerifiedClaim]]:
-    overrides: list[Finding] = list(blockers.values())
+    overrides: list[Finding] = [finding for found in blockers.values() for finding in found]
     failures, rejected, counts = _binding_failures(gate)
     results: list[VerifiedClaim] = []
     final: list[ClaimJudgement] = []
@@ -166,10 +166,12 @@ def enforce(
         status, why = "downgraded", ""
         if gate.severity == "reject" or cid in rejected:
             status, why = "blocked", "; ".join(failures.get(cid, [])) or "the gatekeeper rejected this run's citations"
+        elif gate.severity != "none":
+            why = "; ".join(failures.get(cid, [])) or "the gatekeeper found missing or incomplete citations in this run"
         elif cid in failures or not counts.get(cid):
             why = "; ".join(failures.get(cid, [])) or "claim has no evidence bindings"
         elif cid in blockers:
-            why = blockers[cid].message
+            why = "; ".join(finding.message for finding in blockers[cid])
         elif judgement is None:
             why = "no verifier judgement for this claim"
             if verifier_ran:

@@ -6,9 +6,9 @@ Field names follow the ISS-007 design document exactly; this module is the one h
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 ToolName = Literal["query_metrics", "query_logs", "lookup_knowledge"]
 TOOL_NAMES: tuple[str, ...] = ("query_metrics", "query_logs", "lookup_knowledge")
@@ -19,6 +19,31 @@ Verdict = Literal["PASS", "LOW_CONFID", "REJECT"]
 EvidenceLevel = Literal["direct", "indirect", "none"]
 
 SEVERITY_RANK: dict[str, int] = {"none": 0, "low_confid": 1, "reject": 2}
+
+# Bounds at the contract, so a hostile or looping LM cannot make a check slow or memory-hungry.
+# Every ref of the fixture world is under 300 characters; a quote longer than this is no quote.
+# They are validators, not schema keywords: the JSON schema an LM is given stays the same.
+MAX_EXCERPT_CHARS = 4000
+MAX_TEXT_CHARS = 2000
+MAX_ID_CHARS = 64
+MAX_ITEMS = 64
+
+
+def _at_most(limit: int, what: str):
+    def check(value):
+        if len(value) > limit:
+            raise ValueError(f"{what} has {len(value)} {'items' if isinstance(value, list) else 'characters'}; "
+                             f"at most {limit} are accepted")
+        return value
+
+    return AfterValidator(check)
+
+
+# An invocation id is an integer, never "1", true or 2.0: anything else is not the id it looks like.
+InvocationId = StrictInt
+Excerpt = Annotated[str, _at_most(MAX_EXCERPT_CHARS, "an evidence excerpt")]
+Text = Annotated[str, _at_most(MAX_TEXT_CHARS, "a text field")]
+Ident = Annotated[str, _at_most(MAX_ID_CHARS, "an id or name")]
 
 
 class Contract(BaseModel):
@@ -50,7 +75,7 @@ class RetrievalDetails(Record):
 
 
 class ToolInvocation(Record):
-    id: int
+    id: InvocationId
     session_id: str
     tool_name: str
     input: dict[str, Any] = Field(default_factory=dict)
@@ -89,43 +114,46 @@ class ToolCall(Contract):
 
 
 class EvidenceBinding(Contract):
-    tool_name: str
-    source_invocation_id: int | None = None
-    raw_path: str | None = None
-    evidence_excerpt: str = ""
+    tool_name: Ident
+    source_invocation_id: InvocationId | None = None
+    raw_path: Ident | None = None
+    evidence_excerpt: Excerpt = ""
 
 
 class Claim(Contract):
-    claim_id: str
+    claim_id: Ident
     claim_type: ClaimType
-    claim_text: str
-    evidence_bindings: list[EvidenceBinding] = Field(default_factory=list)
+    claim_text: Text
+    evidence_bindings: Annotated[list[EvidenceBinding], _at_most(MAX_ITEMS, "a binding list")] = Field(
+        default_factory=list)
 
 
 class Hypothesis(Contract):
-    hypothesis_id: str
-    hypothesis_text: str
+    hypothesis_id: Ident
+    hypothesis_text: Text
     basis_claim_ids: list[str] = Field(default_factory=list)
     missing_info: str = ""
 
 
 class MissingInfo(Contract):
-    info_id: str
-    description: str
+    info_id: Ident
+    description: Text
 
 
 class RecommendedAction(Contract):
-    action_id: str
-    action_text: str
-    reason: str = ""
-    evidence_bindings: list[EvidenceBinding] = Field(default_factory=list)
+    action_id: Ident
+    action_text: Text
+    reason: Text = ""
+    evidence_bindings: Annotated[list[EvidenceBinding], _at_most(MAX_ITEMS, "a binding list")] = Field(
+        default_factory=list)
 
 
 class ExecutorOutput(Contract):
-    claims: list[Claim] = Field(default_factory=list)
-    hypotheses: list[Hypothesis] = Field(default_factory=list)
-    missing_info: list[MissingInfo] = Field(default_factory=list)
-    recommended_actions: list[RecommendedAction] = Field(default_factory=list)
+    claims: Annotated[list[Claim], _at_most(MAX_ITEMS, "claims")] = Field(default_factory=list)
+    hypotheses: Annotated[list[Hypothesis], _at_most(MAX_ITEMS, "hypotheses")] = Field(default_factory=list)
+    missing_info: Annotated[list[MissingInfo], _at_most(MAX_ITEMS, "missing_info")] = Field(default_factory=list)
+    recommended_actions: Annotated[list[RecommendedAction], _at_most(MAX_ITEMS, "recommended_actions")] = Field(
+        default_factory=list)
 
 
 # --- gatekeeper side ---------------------------------------------------------------------------
@@ -267,8 +295,10 @@ class ExecutorAttempt(Contract):
 class DiagnosisSession(Contract):
     session_id: str
     query: str
-    status: Literal["running", "completed", "failed"] = "running"
+    status: Literal["running", "completed", "failed", "interrupted"] = "running"
     created_at: datetime | None = None
+    # host:pid of the process running it, so a run whose process died can be marked interrupted.
+    process: str = ""
     verdict: Verdict | None = None
     answer: str = ""
     lm_model: str = ""

@@ -67,8 +67,12 @@ def test_audit_explains_a_blocked_claim(db_url, monkeypatch, capsys, cases):
 
 
 def test_unknown_session_and_bad_flags(db_url, capsys):
+    AuditStore(db_url)
     assert cli.main(["--db", db_url, "audit", "diag-nope"]) == 1
     assert "unknown session 'diag-nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--db", db_url, "sessions", "--limit", "-1"])
+    assert exit_info.value.code == 2 and "at least 1" in capsys.readouterr().err
     with pytest.raises(SystemExit) as exit_info:
         cli.main(["--db", db_url, "ask"])
     assert exit_info.value.code == 2
@@ -89,6 +93,30 @@ def test_unreachable_lm_exits_non_zero_and_records_the_run(db_url):
         capture_output=True, text=True, timeout=120, env=env,
     )
     assert done.returncode == 1
-    assert "could not be reached" in done.stderr
-    (record,) = AuditStore(db_url).list_sessions()
-    assert record.verdict == "LOW_CONFID" and any(e.rule == "lm.unreachable" for e in record.errors)
+    assert "cannot be used" in done.stderr and "does not answer" in done.stderr
+    (record,), _ = AuditStore(db_url).list_sessions()
+    assert record.verdict == "LOW_CONFID" and record.status == "failed"
+    assert [e.rule for e in record.errors] == ["lm.unreachable"]
+    assert record.planner_output is None and "没有检查任何证据" in record.answer  # found before planning
+
+
+@pytest.mark.parametrize(("model", "env_update", "says"), [
+    ("openai/gpt-4o-mini", {"OPENAI_API_KEY": None}, "OPENAI_API_KEY"),
+    ("nosuchprovider/some-model", {}, "no provider"),
+])
+def test_a_misconfigured_lm_is_named_before_planning(db_url, model, env_update, says):
+    env = {k: v for k, v in dict(os.environ, **{k: v for k, v in env_update.items() if v}).items()
+           if env_update.get(k, "keep") is not None}
+    env.pop("DIAGNOSIS_LM_API_BASE", None)
+    done = subprocess.run([sys.executable, "-m", "program", "--db", db_url, "ask", "只确认 order-service 是否存在告警",
+                           "--lm", model, "--no-compiled"], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 1 and says in done.stderr
+    assert "证据不足" not in done.stdout  # a configuration error is not blamed on the evidence
+    (record,), _ = AuditStore(db_url).list_sessions()
+    assert [e.rule for e in record.errors] == ["lm.not_configured"] and record.status == "failed"
+
+
+def test_read_only_commands_name_a_missing_database(tmp_path, capsys):
+    missing = f"sqlite:///{tmp_path / 'missing.db'}"
+    assert cli.main(["--db", missing, "sessions"]) == 1
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "missing.db").exists()

@@ -53,19 +53,56 @@ def test_changing_a_digit_in_a_real_excerpt_never_passes(start, length, data):
     assert not match_excerpt(tampered, REF).ok
 
 
-@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow], deadline=None)
-@given(payload=st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=True) | text,
-    lambda children: st.lists(children, max_size=4) | st.dictionaries(text, children, max_size=4),
-    max_leaves=20,
-))
-def test_arbitrary_json_is_rejected_by_the_contract_or_checked_without_crashing(payload):
-    try:
-        output = ExecutorOutput.model_validate_json(json.dumps(payload))
-    except ValueError:
+TAMPER = {
+    # one character that changes what the excerpt says, by class
+    "comparison": lambda t, i: t[:i] + "≠" + t[i + 1:] if t[i] == "=" else None,
+    "question": lambda t, i: t + "?" if i == len(t) - 1 else None,
+    "superscript": lambda t, i: t[:i] + "⁰¹²³⁴⁵⁶⁷⁸⁹"[int(t[i])] + t[i + 1:] if t[i].isdigit() else None,
+    "combining": lambda t, i: t[:i + 1] + "\u0338" + t[i + 1:] if t[i].isalnum() else None,
+    "digit": lambda t, i: t[:i] + str((int(t[i]) + 1) % 10) + t[i + 1:] if t[i].isdigit() else None,
+}
+
+
+def _real_refs() -> list[str]:
+    from tools.functions import query_logs, query_metrics
+    from tools.recorder import alert_text, log_text
+
+    refs = [alert_text(a) for a in query_metrics()["alerts"]]
+    refs += [log_text(r) for r in query_logs("order-service")["logs"] + query_logs("user-service")["logs"]]
+    return refs
+
+
+REAL_REFS = _real_refs()
+
+
+def _binding_output(excerpt: str) -> ExecutorOutput:
+    return ExecutorOutput.model_validate({"claims": [{
+        "claim_id": "c", "claim_type": "observation", "claim_text": "t",
+        "evidence_bindings": [{"tool_name": "query_logs", "source_invocation_id": 7, "raw_path": "$.logs[0]",
+                               "evidence_excerpt": excerpt}]}]})
+
+
+def _invocation(ref: str) -> ToolInvocation:
+    return ToolInvocation.model_validate(
+        {"id": 7, "session_id": "s", "tool_name": "query_logs",
+         "retrieval_details": {"evidence_status": "supported", "evidence_refs": [{"raw_path": "$.logs[0]", "text": ref}]}})
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow], deadline=None)
+@given(ref=st.sampled_from(REAL_REFS), data=st.data())
+def test_a_real_excerpt_passes_and_every_tampered_copy_is_rejected(ref, data):
+    start = data.draw(st.integers(0, max(0, len(ref) - 20)))
+    excerpt = ref[start:]  # a suffix never cuts a token at its end
+    if not match_excerpt(excerpt, ref).ok:
+        return  # the suffix starts inside a token or right after a negation: not a quote the LM may give
+    assert gatekeeper.check(_binding_output(excerpt), [_invocation(ref)], "s").status == "pass"
+    kind = data.draw(st.sampled_from(sorted(TAMPER)))
+    position = data.draw(st.integers(0, len(excerpt) - 1))
+    tampered = TAMPER[kind](excerpt, position)
+    if tampered is None or _significant(tampered) in _significant(ref) and kind == "digit":
         return
-    result = gatekeeper.check(output, [INVOCATION], "s")
-    assert result.status in ("pass", "fail")
+    result = gatekeeper.check(_binding_output(tampered), [_invocation(ref)], "s")
+    assert result.severity == "reject" and "evidence.excerpt_mismatch" in result.failed_rules, (kind, tampered)
 
 
 @settings(max_examples=300, suppress_health_check=[HealthCheck.too_slow], deadline=None)

@@ -43,3 +43,36 @@ def test_truncating_an_identifier_needs_an_explicit_ellipsis():
 def test_numbers_may_not_be_truncated_even_with_an_ellipsis():
     result = match_excerpt("JVM堆内存: 3.8GB/4…", REF)
     assert not result.ok and "3.8GB/4GB" in result.message
+
+
+POOL = "[11:20][WARN][order-service] HikariCP pool stats: active=50/50, idle=0, waiting=32"
+HIKARI = "[11:20][ERROR][order-service] HikariPool-1 - Connection is not available, request timed out after 30000ms"
+ALERT = "HighMemoryUsage firing, service=order-service, current=91%, threshold=85%, duration=15m"
+SLOW = "[11:12][WARN][user-service] Slow request: GET /api/v1/users/profile took 4200ms"
+
+
+@pytest.mark.parametrize(("excerpt", "ref"), [
+    ("active≠50/50", POOL), ("active!=50/50", POOL), ("active<>50/50", POOL), ("active<50/50", POOL),
+    ("active>50/50", POOL), ("active≥50/50", POOL), ("active≤50/50", POOL), ("active~50/50", POOL),
+    ("active≈50/50", POOL), ("current!=91%", ALERT), ("current≈91%", ALERT),
+    ("HighMemoryUsage firing, service=order-service, current=91%?", ALERT),
+    ("GC次数: 12⁸", REF), ("GC次数: 12₈", REF), ("内存使用率过高: 9¹.0%", REF),
+    ("内存使用率过高: 91\u0338.0%", REF), ("current=9\u03011%", ALERT), ("order-servi\u0307ce", ALERT),
+    ("Connection is … available", HIKARI), ("HikariPool-1 - Connection is … available", HIKARI),
+])
+def test_one_character_that_changes_meaning_never_passes(excerpt, ref):
+    assert not match_excerpt(excerpt, ref).ok
+
+
+@pytest.mark.parametrize(("excerpt", "ref"), [
+    ("took 4200 ms", SLOW), ("GET /api/v1/users/profile took 4200 ms", SLOW),
+    ("GC次数：１２８", REF), ("active = 50/50", POOL), ("ａｃｔｉｖｅ＝５０/５０", POOL),
+    ("HikariPool-1 … request timed out after 30000ms", HIKARI),
+    ("[11:20][ERROR][order-service] HikariPool-1 … request timed out after 30000ms", HIKARI),
+])
+def test_honest_variants_pass(excerpt, ref):
+    assert match_excerpt(excerpt, ref).ok
+
+
+def test_a_space_inside_a_number_is_still_a_change():
+    assert not match_excerpt("took 42 00ms", SLOW).ok

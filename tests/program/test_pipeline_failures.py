@@ -5,7 +5,7 @@ import json
 import litellm
 import pytest
 
-from devset.gold import find_ref, gold_executor_output, gold_plan
+from devset.gold import find_ref, gold_executor_output, gold_plan, refs_in
 from program.api import diagnose
 from program.scope import mentions
 from tests.support.good_lm import broad, good_lm, pass_all
@@ -271,3 +271,100 @@ def test_a_number_the_excerpts_do_not_show_cannot_be_verified(cases, store):
     assert result.claims[0].verification_status == "downgraded" and "93" in result.claims[0].reason
     overrides = store.get_session(result.session_id).self_evaluation.verifier_evaluation.code_overrides
     assert [o.rule for o in overrides] == ["verdict.ungrounded_number"]
+
+
+def test_a_no_hit_supports_only_that_nothing_matched(cases, store):
+    case = cases["hikaricp_negative"]
+    searched = "inventory-service connection pool exhausted active=30/30"
+
+    def planner(user):
+        return {"plan": gold_plan(case), "tool_calls": [{"tool_name": "query_logs", "query": searched,
+                                                          "service": "inventory-service"}]}
+
+    def echo_the_search(observations, attempt, user):
+        (ref,) = [r for r in refs_in(observations) if r.raw_path is None]
+        return {"claims": [{"claim_id": "claim-1", "claim_type": "negative_observation", "claim_text": searched,
+                            "evidence_bindings": [{"tool_name": "query_logs", "source_invocation_id": ref.invocation_id,
+                                                   "raw_path": None, "evidence_excerpt": ref.text}]}],
+                "hypotheses": [], "missing_info": [], "recommended_actions": []}
+
+    result = run(case, store, planner=planner, executor=echo_the_search)
+    assert result.gatekeeper_result.status == "pass"  # the quote is real: the model's own words, echoed
+    assert result.verdict == "LOW_CONFID" and result.claims[0].verification_status == "downgraded"
+    overrides = store.get_session(result.session_id).self_evaluation.verifier_evaluation.code_overrides
+    assert [o.rule for o in overrides] == ["verdict.no_hit_positive"]
+    assert "exhausted" not in result.answer.replace(searched, "")
+
+
+def test_a_negative_observation_is_answered_with_what_was_searched_not_the_lms_words(cases, store):
+    case = cases["hikaricp_negative"]
+
+    def embellish(observations, attempt, user):
+        output = gold_executor_output(case, observations)
+        output["claims"][0]["claim_text"] = "inventory-service 未检索到 HikariCP 记录，连接池一切正常"
+        return output
+
+    result = run(case, store, executor=embellish)
+    assert result.verdict == "PASS"
+    assert "一切正常" not in result.answer and "no log lines matched query='HikariCP'" in result.answer
+
+
+def test_a_claim_whose_citations_were_all_backfilled_cannot_pass(cases, store):
+    case = cases["high_memory_positive"]
+
+    def omit_ids(observations, attempt, user):
+        output = gold_executor_output(case, observations)
+        output["claims"][0]["evidence_bindings"] = output["claims"][0]["evidence_bindings"][:1]
+        output["claims"][0]["evidence_bindings"][0]["source_invocation_id"] = None
+        return output
+
+    result = run(case, store, executor=omit_ids)
+    assert result.gatekeeper_result.status == "pass"  # raw_path and excerpt are real once the id is filled in
+    assert "evidence.invocation_auto_backfill" in {w.rule for w in result.gatekeeper_result.warnings}
+    assert result.verdict == "LOW_CONFID"
+    overrides = store.get_session(result.session_id).self_evaluation.verifier_evaluation.code_overrides
+    assert "verdict.backfill_only" in [o.rule for o in overrides]
+
+
+def test_a_runbook_is_never_current_fact(cases, store):
+    case = cases["hikaricp_positive"]
+
+    def planner(user):
+        return {"plan": gold_plan(case), "tool_calls": [{"tool_name": "lookup_knowledge", "query": "HikariCP 连接池耗尽"}]}
+
+    def cite_the_runbook(observations, attempt, user):
+        ref = next(r for r in refs_in(observations) if r.tool_name == "lookup_knowledge")
+        return {"claims": [{"claim_id": "claim-1", "claim_type": "observation",
+                            "claim_text": "order-service 存在 HikariCP 连接池耗尽",
+                            "evidence_bindings": [{"tool_name": "lookup_knowledge", "source_invocation_id": ref.invocation_id,
+                                                   "raw_path": ref.raw_path, "evidence_excerpt": ref.text}]}],
+                "hypotheses": [], "missing_info": [], "recommended_actions": []}
+
+    result = run(case, store, planner=planner, executor=cite_the_runbook)
+    assert result.verdict == "LOW_CONFID"
+    overrides = store.get_session(result.session_id).self_evaluation.verifier_evaluation.code_overrides
+    assert "verdict.runbook_only" in [o.rule for o in overrides]
+
+
+@pytest.mark.parametrize(("answer", "reason"), [
+    ("order-service 的 HighMemoryUsage 告警已触发，内存 91%。Root cause confirmed: memory leak in OrderCache.",
+     "OrderCache"),
+    ("order-service 没有 HighMemoryUsage 告警。", "negates a verified claim"),
+    ("order-service 的 HighMemoryUsage 告警已触发，内存 97%。", "97"),
+    ("order-service 的 HighMemoryUsage 告警已触发，内存 91%。" * 40, "cap"),
+])
+def test_a_composed_answer_must_agree_with_and_stay_within_the_verified_claims(cases, store, answer, reason):
+    case = broad(cases["high_memory_positive"], "排查 order-service 的内存告警情况。")
+    result = run(case, store, composer=lambda u: {"answer": answer})
+    assert result.verdict == "PASS" and result.composer_status == "replaced"
+    reasons = store.get_session(result.session_id).composer_output.reasons
+    assert any(reason in r for r in reasons), reasons
+    assert "91%" in result.answer and "OrderCache" not in result.answer
+
+
+def test_a_composer_error_keeps_the_evidence_verdict_and_answers_deterministically(cases, store):
+    case = broad(cases["high_memory_positive"], "排查 order-service 的内存告警情况。")
+    result = run(case, store, composer=lambda u: RuntimeError("composer down"))
+    # The verdict is about evidence, which was verified; the answer falls back to the verified claims.
+    assert result.verdict == "PASS" and result.composer_status == "fallback"
+    assert "lm.composer.error" in {e.rule for e in result.errors} and "91%" in result.answer
