@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from program.gatekeeper import INJECTION
+from program.injection import addresses_the_model
 from program.matching import canonical
 from program.scope import mentions
 from program.verdict import IDENTIFIER, NUMBER, negated
@@ -98,7 +98,7 @@ def scan_answer(
     hits = mentions(text, excluded_terms)
     if hits:
         reasons.append(f"the answer mentions excluded topic(s): {', '.join(hits)}")
-    if INJECTION.search(text):
+    if addresses_the_model(text):
         reasons.append("the answer repeats an instruction found in tool output")
     has_positive = any(c.claim_type != "negative_observation" for c in verified)
     if not has_positive and not any(p in text.casefold() for p in NO_EVIDENCE_PHRASES):

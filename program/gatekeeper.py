@@ -19,11 +19,11 @@ import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import lru_cache
 from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
+from program.injection import addresses_the_model, instruction_in
 from program.matching import match_excerpt, occurs_in_order
 from signatures.contracts import (
     SEVERITY_RANK,
@@ -38,18 +38,6 @@ from signatures.contracts import (
 
 RAW_PATH = re.compile(r"^\$\.(alerts|logs|evidence_blocks)\[(0|[1-9][0-9]*)\]$")
 PATH_KIND = {"query_metrics": "alerts", "query_logs": "logs", "lookup_knowledge": "evidence_blocks"}
-
-# Text in tool output that addresses the model (user content in logs, a poisoned runbook).
-INJECTION = re.compile(
-    r"ignore (?:all |any )?(?:the )?(?:previous|prior|above) instructions|disregard (?:all |the )?(?:previous|above)|"
-    r"verdict\s*[:=]?\s*pass\b|system prompt|忽略(?:之前|以上|上述|前面)的?(?:指令|指示|说明)",
-    re.IGNORECASE,
-)
-
-@lru_cache(maxsize=4096)
-def addresses_the_model(text: str) -> bool:
-    return INJECTION.search(text) is not None
-
 
 REJECT_RULES = frozenset(
     {
@@ -160,7 +148,8 @@ def _check_binding(binding: EvidenceBinding, claim_type: str | None, ctx: _Conte
         return _Verdict(
             "low_confid",
             "evidence.suspected_injection",
-            f"{raw_path} of invocation {inv.id} contains text addressed to the model; it is data and cannot support a claim",
+            f"{raw_path} of invocation {inv.id} contains text addressed to the model "
+            f"({instruction_in(refs[raw_path])!r}); it is data and cannot support a claim",
             matched_text=match.matched_text,
         )
     if match.ok:
