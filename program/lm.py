@@ -25,8 +25,11 @@ from program.models import EMBEDDED_MODELS, EmbeddedModel, assemble
 
 EMBEDDED = "embedded"
 DEFAULT_MAX_TOKENS = 700
-CONTEXT_TOKENS = 8192
-STATE_CACHE_BYTES = 2 << 30
+CONTEXT_TOKENS = 6144
+# One saved state per stage prompt is enough to reuse each stage's shared prefix. A saved state is
+# the KV cache plus a copy of the logits buffer (hundreds of MB with Qwen's vocabulary), which the
+# library's byte budget does not count, so the cache is bounded by entries.
+STATE_CACHE_ENTRIES = 5
 # llama.cpp's schema grammar allows no newline between JSON tokens, but Qwen writes indented JSON:
 # denied a newline, greedy decoding closes every list at once. Allow newlines and indentation.
 GRAMMAR_SPACE = 'space ::= | " " | "\\n" [ \\t]{0,24}'
@@ -80,15 +83,13 @@ class LlamaEngine:
 
     def _load(self):
         if self._llm is None:
-            from llama_cpp import LlamaRAMCache
-
-            from program.grammar_sampling import GreedyGrammarLlama
+            from program.grammar_sampling import GreedyGrammarLlama, StageStateCache
 
             path = self.model_path or str(assemble(self.model))
             self._llm = GreedyGrammarLlama(model_path=path, n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
             # Each stage's prompt starts with the same instructions and demos: keeping the model state
             # after each call lets the next call of that stage skip its shared prefix.
-            self._llm.set_cache(LlamaRAMCache(capacity_bytes=STATE_CACHE_BYTES))
+            self._llm.set_cache(StageStateCache(STATE_CACHE_ENTRIES))
             # Free the model before interpreter teardown, when llama.cpp's bindings are already gone.
             atexit.register(self.close)
         return self._llm
