@@ -6,7 +6,8 @@
 
 Each run writes results/bench-<UTC>/: transcript.jsonl (every LM request and reply), results.json
 and report.md. A question is right when its verdict is the expected one (a PASS with the gatekeeper passing), no
-forbidden term appears in its claims or answer, and its verified claims state every required fact.
+forbidden term appears in its claims or answer, and its verified claims (their text and excerpts)
+state every required fact.
 An unsafe PASS is a PASS that states a forbidden term or whose verified claims do not name the
 question's target (its first required fact): the failure this project exists to prevent.
 Seconds in a replay are the recorded ones; everything else is recomputed from the transcript.
@@ -46,7 +47,9 @@ def score(question: dict, result) -> dict:
     verified = [c.claim for c in result.claims if c.verification_status == "verified"]
     said = " ".join(c.claim.claim_text for c in result.claims) + " " + result.answer
     forbidden = mentions(said, [t.casefold() for t in question["forbidden_terms"]])
-    verified_text = " ".join(c.claim_text for c in verified).casefold()
+    # What the answer shows of each verified claim: its text and the excerpts it rests on.
+    verified_text = " ".join([c.claim_text for c in verified]
+                             + [b.evidence_excerpt for c in verified for b in c.evidence_bindings]).casefold()
     missing = [f for f in question["required_facts"] if f.casefold() not in verified_text]
     verdict_ok = result.verdict == question["expected_verdict"]
     gate = result.gatekeeper_result
