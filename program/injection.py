@@ -11,7 +11,8 @@ system marker, or an imperative addressed to the model, in English and Chinese.
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+
+from program.text_cache import text_cache
 
 _ADDRESSEE = (r"(?:you|your|assistant|ai|a\.i\.|llm|language model|model|chatbot|bot|agent|gpt|verifier|gatekeeper|"
               r"summari[sz]er|automated\s+\w+)")
@@ -50,10 +51,11 @@ CHINESE = [
     r"(?:你好|您好|注意)[，,]?\s*(?:大)?(?:模型|助手|AI|ai)",
     r"当成已核实|当作已核实|视为已核实|當成已核實",
 ]
+CACHE_CHARS = 2_000_000
 DETECTOR = re.compile("|".join(f"(?:{p})" for p in ENGLISH + CHINESE), re.IGNORECASE | re.MULTILINE)
 
 
-@lru_cache(maxsize=4096)
+@text_cache(CACHE_CHARS)
 def addresses_the_model(text: str) -> bool:
     return DETECTOR.search(text) is not None
 

@@ -21,9 +21,10 @@ import difflib
 import re
 import unicodedata
 from dataclasses import dataclass
-from functools import lru_cache
 
 from rapidfuzz import fuzz
+
+from program.text_cache import text_cache
 
 ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e")
 DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d")
@@ -41,6 +42,8 @@ GENERIC_WORDS = frozenset(
     "null none message status 日志 告警 错误 服务 正常".split()
 )
 MIN_SIGNIFICANT_CHARS = 6
+# Memos keep at most this many characters of text (a normalised string costs ~10 bytes a character).
+CACHE_CHARS = 2_000_000
 MIN_PIECE_CHARS = 4
 # Atomic tokens whose halves mean something else: identifiers, numbers with units, times, ratios.
 ATOM = re.compile(r"[A-Za-z0-9_%]+(?:[.\-/:+][A-Za-z0-9_%]+)*")
@@ -93,7 +96,7 @@ class Canonical:
     index: tuple[int, ...]
 
 
-@lru_cache(maxsize=8192)
+@text_cache(CACHE_CHARS)
 def canonical(raw: str) -> Canonical:
     source = unicodedata.normalize("NFC", raw)
     last = len(source) - 1
@@ -133,7 +136,7 @@ def significant_chars(text: str) -> int:
     return sum(map(str.isalnum, text))
 
 
-@lru_cache(maxsize=8192)
+@text_cache(CACHE_CHARS)
 def split_pieces(excerpt: str) -> tuple[str, ...]:
     return tuple(p for p in (x.strip() for x in ELLIPSIS.split(compatible_form(excerpt))) if p)
 
@@ -159,7 +162,7 @@ class Match:
     too_weak: bool = False  # the excerpt cannot be compared at all: low confidence, not fabrication
 
 
-@lru_cache(maxsize=8192)
+@text_cache(CACHE_CHARS)
 def _atoms(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
     spans = [(m.start(), m.end()) for m in ATOM.finditer(text)]
     return tuple(s for s, _ in spans), tuple(e for _, e in spans)

@@ -76,3 +76,15 @@ def test_honest_variants_pass(excerpt, ref):
 
 def test_a_space_inside_a_number_is_still_a_change():
     assert not match_excerpt("took 42 00ms", SLOW).ok
+
+
+def test_memos_are_bounded_by_characters_not_entries():
+    from program.matching import CACHE_CHARS
+
+    canonical.cache_clear()
+    big = "GC次数: 128 " * 50_000  # 500,000 characters: too big to keep
+    match_excerpt("GC次数: 128", big)
+    assert canonical.cache_chars() < 1_000
+    for n in range(3_000):
+        canonical(f"line {n} " + "x" * 1_000)
+    assert canonical.cache_chars() <= CACHE_CHARS
