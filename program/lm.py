@@ -35,7 +35,8 @@ STATE_CACHE_ENTRIES = 5
 GRAMMAR_SPACE = 'space ::= | " " | "\\n" [ \\t]{0,24}'
 
 
-def _text(parts) -> str:
+def text_of(parts) -> str:
+    """The text of a DSPy 3.4 request part list (or a plain string)."""
     if parts is None:
         return ""
     if isinstance(parts, str):
@@ -45,7 +46,7 @@ def _text(parts) -> str:
 
 def chat_messages(request) -> list[dict]:
     """The request as chat turns, for the GGUF's own chat template."""
-    messages = [{"role": "system", "content": _text(request.system).strip()}] if request.system else []
+    messages = [{"role": "system", "content": text_of(request.system).strip()}] if request.system else []
     for message in request.messages:
         role = "assistant" if message.role == "assistant" else "user"
         messages.append({"role": role, "content": (message.text or "").strip()})

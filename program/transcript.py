@@ -16,23 +16,17 @@ from pathlib import Path
 
 from dspy.lm15 import Message, Response, TextPart, Usage
 
+from program.lm import text_of
+
 
 class TranscriptMissing(LookupError):
     """The replayed run asked for something the recorded run never did."""
 
 
-def _text(parts) -> str:
-    if parts is None:
-        return ""
-    if isinstance(parts, str):
-        return parts
-    return "".join(getattr(p, "text", "") or "" for p in parts)
-
-
 def request_key(request) -> str:
     """What identifies a request: its system text, messages and response schema."""
     payload = {
-        "system": _text(request.system),
+        "system": text_of(request.system),
         "messages": [[m.role, m.text or ""] for m in request.messages],
         "response_format": request.config.response_format,
     }
@@ -54,7 +48,7 @@ class RecordingEngine:
         response = self.inner.complete(request)
         entry = {
             "key": request_key(request),
-            "system": _text(request.system),
+            "system": text_of(request.system),
             "messages": [{"role": m.role, "text": m.text or ""} for m in request.messages],
             "reply": (response.message.text or "") if response.message else "",
             "finish_reason": response.finish_reason,
@@ -85,7 +79,7 @@ class ReplayEngine:
 
     def __init__(self, path: str | Path):
         self.replies: dict[str, list[dict]] = {}
-        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
+        for number, line in enumerate(Path(path).readtext_of(encoding="utf-8").splitlines(), start=1):
             if not line.strip():
                 continue
             try:

@@ -39,25 +39,34 @@ def test_saving_twice_updates_in_place(store):
     assert [s.session_id for s in store.list_sessions()[0]] == ["s1"]
 
 
-def _eight_writers(store: AuditStore, prefix: str) -> list[int]:
-    """Eight threads record 20 calls and save a session each; returns every recorded id."""
+def _in_eight_threads(work) -> None:
+    """Run work(n) for n in 0..7 at once; every exception is collected so the assertion names it."""
     errors = []
 
-    def work(n):
+    def guarded(n):
         try:
-            rec = ToolInvocationRecorder(store, f"{prefix}-{n}")
-            for _ in range(20):
-                rec.call("query_logs", query="HikariCP", service="order-service")
-            store.save_session(_session(f"{prefix}-{n}"))
-        except Exception as exc:  # collected so the assertion below names it
+            work(n)
+        except Exception as exc:
             errors.append(exc)
 
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+    threads = [threading.Thread(target=guarded, args=(n,)) for n in range(8)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
     assert errors == []
+
+
+def _eight_writers(store: AuditStore, prefix: str) -> list[int]:
+    """Eight threads record 20 calls and save a session each; returns every recorded id."""
+
+    def work(n):
+        rec = ToolInvocationRecorder(store, f"{prefix}-{n}")
+        for _ in range(20):
+            rec.call("query_logs", query="HikariCP", service="order-service")
+        store.save_session(_session(f"{prefix}-{n}"))
+
+    _in_eight_threads(work)
     fresh = AuditStore(store.url)
     return [inv.id for n in range(8) for inv in fresh.list_invocations(f"{prefix}-{n}")]
 
@@ -86,41 +95,15 @@ def test_postgresql_round_trip_and_eight_writers():
 
 
 def _eight_savers_of_one_session(store: AuditStore, session_id: str) -> None:
-    errors = []
-
-    def save(n):
-        try:
-            store.save_session(_session(session_id).model_copy(update={"answer": f"writer {n}"}))
-        except Exception as exc:  # collected so the assertion below names it
-            errors.append(exc)
-
-    threads = [threading.Thread(target=save, args=(n,)) for n in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
+    _in_eight_threads(lambda n: store.save_session(_session(session_id).model_copy(update={"answer": f"writer {n}"})))
     assert store.get_session(session_id).answer.startswith("writer ")
 
 
 def test_eight_stores_saving_one_session_at_once_do_not_collide(tmp_path):
     url = f"sqlite:///{tmp_path / 'audit.db'}"
     AuditStore(url)
-    errors = []
-
-    def save(n):
-        try:
-            AuditStore(url).save_session(_session("same").model_copy(update={"answer": f"writer {n}"}))
-        except Exception as exc:  # collected so the assertion below names it
-            errors.append(exc)
-
-    threads = [threading.Thread(target=save, args=(n,)) for n in range(8)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert errors == []
-    assert AuditStore(url).get_session("same").answer.startswith("writer ")
+    _in_eight_threads(lambda n: AuditStore(url).save_session(_session("same").model_copy(update={"answer": f"w {n}"})))
+    assert AuditStore(url).get_session("same").answer.startswith("w ")
 
 
 def test_reading_never_creates_a_database(tmp_path):
