@@ -124,7 +124,8 @@ def canonical(raw: str) -> Canonical:
 
 
 def _kept_apart(ch: str) -> bool:
-    return bool(unicodedata.combining(ch)) or unicodedata.decomposition(ch).startswith(("<super>", "<sub>"))
+    # Any mark (nonspacing, spacing or enclosing): enclosing marks have combining class 0.
+    return unicodedata.category(ch).startswith("M") or unicodedata.decomposition(ch).startswith(("<super>", "<sub>"))
 
 
 def compatible_form(text: str) -> str:

@@ -40,7 +40,18 @@ def test_case_file_has_enough_cases_in_every_group():
     assert groups["must_pass"] >= 10 and groups["must_reject"] >= 20 and groups["must_low_confid"] >= 8
 
 
-@pytest.mark.parametrize("case", DOC["cases"], ids=[c["name"] for c in DOC["cases"]])
+HARDENING = json.loads((Path(__file__).parent / "data" / "gatekeeper_cases_hardening.json").read_text(encoding="utf-8"))
+
+
+def test_hardening_cases_cover_every_class_with_honest_variants_beside_them():
+    groups = Counter(c["group"] for c in HARDENING["cases"])
+    assert len(HARDENING["cases"]) >= 60 and groups["must_pass"] >= 15
+    assert {"comparison", "superscript", "combining", "ellipsis negation", "unit spacing"} <= {
+        c["class"] for c in HARDENING["cases"]}
+
+
+@pytest.mark.parametrize("case", DOC["cases"] + HARDENING["cases"],
+                         ids=[c["name"] for c in DOC["cases"] + HARDENING["cases"]])
 def test_adversarial_case(case):
     result = gatekeeper.check(_output(case), INVOCATIONS, SESSION)
     if case["group"] == "must_pass":
