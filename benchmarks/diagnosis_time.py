@@ -29,6 +29,7 @@ from devset import load_cases
 from program.api import diagnose
 from program.audit import AuditStore
 from program.lm import EMBEDDED, lm_spec, resolve_lm
+from program.pipeline import Diagnosis
 from program.scope import mentions
 from program.transcript import RecordingEngine, ReplayEngine
 
@@ -96,7 +97,8 @@ def summary(rows: list[dict]) -> dict:
 
 def report(meta: dict, rows: list[dict], totals: dict) -> str:
     lines = [f"# Diagnosis benchmark {meta['run']}", "",
-             f"LM `{meta['lm']}`, LM cache off, {meta['mode']}. Started {meta['started']}.", "",
+             f"LM `{meta['lm']}`, LM cache off, {meta['mode']}, cite by choosing "
+             f"{'on' if meta.get('cite_by_choosing', True) else 'off'}. Started {meta['started']}.", "",
              "| set | right | unsafe PASS | gatekeeper pass |", "| --- | --- | --- | --- |"]
     for name in ("seed", "unseen"):
         if totals[name]:
@@ -120,6 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("all", "seed", "unseen"), default="all")
     parser.add_argument("--out", default="results", help="folder for the run's directory")
     parser.add_argument("--replay", help="a run directory to re-score from its transcript, without the model")
+    parser.add_argument("--free-excerpts", action="store_true",
+                        help="let the executor type its excerpts instead of choosing a ref's verbatim spans")
     args = parser.parse_args(argv)
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
 
@@ -135,14 +139,16 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out) / run
         out.mkdir(parents=True, exist_ok=True)
         transcript = out / "transcript.jsonl"
-        meta = {"run": run, "lm": lm_spec(args.lm), "mode": "recorded", "started": datetime.now(UTC).isoformat()}
+        meta = {"run": run, "lm": lm_spec(args.lm), "mode": "recorded", "started": datetime.now(UTC).isoformat(),
+                "cite_by_choosing": not args.free_excerpts}
         asked, seconds = questions(args.only), {}
     lm = make_lm(meta["lm"], transcript, bool(args.replay))
     store = AuditStore("sqlite://")
     rows = []
     for n, question in enumerate(asked, start=1):
         started = time.perf_counter()
-        result = diagnose(question["question"], lm=lm, db=store, compiled=False)
+        program = Diagnosis(store=store, cite_by_choosing=meta.get("cite_by_choosing", True))
+        result = diagnose(question["question"], lm=lm, db=store, program=program)
         row = score(question, result)
         row["seconds"] = seconds.get(row["id"], round(time.perf_counter() - started, 1))
         rows.append(row)

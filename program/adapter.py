@@ -133,9 +133,12 @@ def citation_options(invocations: list[ToolInvocation]) -> list[tuple[str, int, 
     return options
 
 
-def citation_patch(invocations: list[ToolInvocation], *, narrow: bool = False) -> SchemaPatch:
-    """Evidence bindings may only name citations that exist in this session, quoting their spans."""
+def citation_patch(invocations: list[ToolInvocation], *, narrow: bool = False, choose: bool = True) -> SchemaPatch:
+    """Evidence bindings may only name citations that exist in this session. With `choose`, the excerpt
+    is one of the ref's verbatim spans; without, it is free text no longer than the longest ref (a
+    shorter cap cut whole-ref quotes in the middle of a number)."""
     options = citation_options(invocations)
+    longest = max((len(span) for *_, spans in options for span in spans), default=TEXT_MAX_CHARS)
 
     def patch(schema: dict) -> dict:
         # Bindings are unlimited by design; 8 only stops a looping model and is above every gold case.
@@ -152,7 +155,8 @@ def citation_patch(invocations: list[ToolInvocation], *, narrow: bool = False) -
                             "tool_name": {"const": tool},
                             "source_invocation_id": {"const": inv_id},
                             "raw_path": {"const": path} if path else {"type": "null"},
-                            "evidence_excerpt": {"enum": spans},
+                            "evidence_excerpt": {"enum": spans} if choose else {"type": "string",
+                                                                                 "maxLength": longest},
                         },
                         "required": ["tool_name", "source_invocation_id", "raw_path", "evidence_excerpt"],
                         "additionalProperties": False,

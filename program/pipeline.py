@@ -88,7 +88,7 @@ class Diagnosis(dspy.Module):
     citations -> hook and gatekeeper -> code checks -> verifier, one claim at a time -> composer."""
 
     def __init__(self, store: AuditStore | None = None, *, max_tool_rounds: int = 2, max_calls_per_round: int = 4,
-                 max_executor_attempts: int = 2, constrain: bool | None = None):
+                 max_executor_attempts: int = 2, constrain: bool | None = None, cite_by_choosing: bool = True):
         super().__init__()
         # Output budgets per stage keep a looping model from running to the context limit.
         self.planner = dspy.Predict(PlanDiagnosis, max_tokens=300)
@@ -106,6 +106,8 @@ class Diagnosis(dspy.Module):
         self.progress = None  # optional callable(stage_name) for a UI
         # Narrow each response schema to real citations and names; None: only for the embedded model.
         self.constrain = constrain
+        # Under constraints, an excerpt is chosen from its ref's verbatim spans rather than typed.
+        self.cite_by_choosing = cite_by_choosing
 
     def _constraining(self) -> bool:
         if self.constrain is not None:
@@ -265,7 +267,7 @@ class Diagnosis(dspy.Module):
                                       message="no tool call was made, so the executor had nothing to cite"))
             return ExecutorOutput(), ParseStatus(status="valid", detail="no evidence gathered; executor not called")
         retry_text = "none" if retry_context is None else retry_context.model_dump_json()
-        patch = citation_patch(run.recorder.invocations, narrow=run.scope.narrow)
+        patch = citation_patch(run.recorder.invocations, narrow=run.scope.narrow, choose=self.cite_by_choosing)
         try:
             with self._stage(run.usage, "executor"), self._patch(patch):
                 pred = self.executor(question=run.question, plan=run.plan,
