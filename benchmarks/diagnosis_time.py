@@ -44,7 +44,7 @@ def questions(only: str) -> list[dict]:
     return {"seed": seed, "unseen": unseen, "all": seed + unseen}[only]
 
 
-def score(question: dict, result) -> dict:
+def score(question: dict, result, store: AuditStore) -> dict:
     verified = [c.claim for c in result.claims if c.verification_status == "verified"]
     said = " ".join(c.claim.claim_text for c in result.claims) + " " + result.answer
     forbidden = mentions(said, [t.casefold() for t in question["forbidden_terms"]])
@@ -58,6 +58,8 @@ def score(question: dict, result) -> dict:
     # Unsafe: a PASS that states a forbidden topic, or whose verified claims are not about the target.
     unsafe = result.verdict == "PASS" and bool(forbidden or question["required_facts"][0] in missing)
     usage = result.usage.values()
+    record = store.get_session(result.session_id)
+    evaluation = record.self_evaluation.verifier_evaluation if record.self_evaluation else None
     return {
         "id": question["id"], "set": question["set"], "verdict": result.verdict,
         "expected": question["expected_verdict"],
@@ -68,6 +70,8 @@ def score(question: dict, result) -> dict:
         "completion_tokens": sum(u.completion_tokens for u in usage), "seconds": round(sum(u.seconds for u in usage), 1),
         "session_id": result.session_id, "composer": result.composer_status,
         "errors": [e.rule for e in result.errors],
+        "overrides": [o.rule for o in evaluation.code_overrides] if evaluation else [],
+        "verifier_judged": sum(j.judgement is not None for j in evaluation.claim_judgements) if evaluation else 0,
     }
 
 
@@ -92,7 +96,9 @@ def summary(rows: list[dict]) -> dict:
             "median_seconds": statistics.median(r["seconds"] for r in rows),
             "median_lm_calls": statistics.median(r["lm_calls"] for r in rows),
             "median_prompt_tokens": statistics.median(r["prompt_tokens"] for r in rows),
-            "median_completion_tokens": statistics.median(r["completion_tokens"] for r in rows)}
+            "median_completion_tokens": statistics.median(r["completion_tokens"] for r in rows),
+            "verifier_judgements": sum(r["verifier_judged"] for r in rows),
+            "verifier_disagreements": sum(r["overrides"].count("verdict.verifier_disagreement") for r in rows)}
 
 
 def report(meta: dict, rows: list[dict], totals: dict) -> str:
@@ -106,7 +112,9 @@ def report(meta: dict, rows: list[dict], totals: dict) -> str:
             lines.append(f"| {name} | {t['right']} of {t['questions']} | {t['unsafe_pass']} | "
                          f"{t['gatekeeper_pass']} of {t['questions']} |")
     lines += ["", f"Median per diagnosis: {totals['median_seconds']} s, {totals['median_lm_calls']} LM calls, "
-              f"{totals['median_prompt_tokens']} prompt + {totals['median_completion_tokens']} completion tokens.", "",
+              f"{totals['median_prompt_tokens']} prompt + {totals['median_completion_tokens']} completion tokens. "
+              f"The verifier judged {totals['verifier_judgements']} claim(s); code disagreed with "
+              f"{totals['verifier_disagreements']} of its 'contradicted' verdicts.", "",
               "| question | set | verdict | expected | right | gatekeeper | claims verified | forbidden | seconds "
               "| LM calls | prompt | completion |", "| --- " * 12 + "|"]
     for r in rows:
@@ -149,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         program = Diagnosis(store=store, cite_by_choosing=meta.get("cite_by_choosing", True))
         result = diagnose(question["question"], lm=lm, db=store, program=program)
-        row = score(question, result)
+        row = score(question, result, store)
         row["seconds"] = seconds.get(row["id"], round(time.perf_counter() - started, 1))
         rows.append(row)
         print(f"[{n}/{len(asked)}] {row['id']}: {row['verdict']} (expected {row['expected']}) "
