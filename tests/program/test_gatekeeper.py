@@ -167,3 +167,35 @@ def test_cli_exit_codes(tmp_path):
         capture_output=True, text=True, timeout=60,
     )
     assert missing.returncode == 2 and "cannot read" in missing.stderr
+
+
+@pytest.mark.parametrize("fake_id", ['"101"', "true", "101.0"])
+def test_an_id_that_only_looks_like_an_integer_is_refused(tmp_path, fake_id):
+    case = next(c for c in DOC["cases"] if c["group"] == "must_pass")
+    output = _output(case).model_dump_json().replace('"source_invocation_id":101', f'"source_invocation_id":{fake_id}')
+    assert fake_id in output
+    done = _run_cli(tmp_path, json.dumps(DOC["invocations"], ensure_ascii=False), output)
+    assert done.returncode == 2 and "source_invocation_id" in done.stderr
+
+
+def test_an_invocations_file_with_duplicate_ids_is_refused(tmp_path):
+    case = next(c for c in DOC["cases"] if c["group"] == "must_pass")
+    forged = json.loads(json.dumps(DOC["invocations"][0]))
+    forged["retrieval_details"]["evidence_refs"][0]["text"] = "HighMemoryUsage firing, service=order-service, current=99%"
+    done = _run_cli(tmp_path, json.dumps(DOC["invocations"] + [forged], ensure_ascii=False),
+                    _output(case).model_dump_json())
+    assert done.returncode == 2 and "duplicate ids: [101]" in done.stderr
+
+
+def test_an_id_no_database_can_hold_is_an_unknown_invocation(store):
+    from program.hook import VerifierInputHook
+    from signatures.contracts import ParseStatus
+
+    output = ExecutorOutput(claims=[Claim(claim_id="claim-1", claim_type="observation", claim_text="x",
+                                          evidence_bindings=[EvidenceBinding(tool_name="query_logs",
+                                                                             source_invocation_id=10**30,
+                                                                             raw_path="$.logs[0]",
+                                                                             evidence_excerpt="HikariPool-1 exhausted")])])
+    result = VerifierInputHook(store).run(session_id="s", original_query="q", executor_output=output,
+                                          parse_status=ParseStatus(status="valid", detail="ok")).gatekeeper_result
+    assert result.severity == "reject" and result.failed_rules == ["evidence.invocation_ref"]

@@ -368,3 +368,11 @@ def test_a_composer_error_keeps_the_evidence_verdict_and_answers_deterministical
     # The verdict is about evidence, which was verified; the answer falls back to the verified claims.
     assert result.verdict == "PASS" and result.composer_status == "fallback"
     assert "lm.composer.error" in {e.rule for e in result.errors} and "91%" in result.answer
+
+
+def test_an_interrupted_run_is_recorded_as_interrupted(cases, store):
+    case = cases["high_memory_positive"]
+    with pytest.raises(KeyboardInterrupt):
+        run(case, store, executor=lambda o, a, u: KeyboardInterrupt())
+    (record,), _ = store.list_sessions()
+    assert record.status == "interrupted" and [e.rule for e in record.errors] == ["pipeline.interrupted"]
