@@ -180,7 +180,7 @@ def tool_call_patch(catalog: Catalog, *, min_calls: int = 0) -> SchemaPatch:
         "service": {"anyOf": [{"enum": sorted(catalog.services)}, null]},
         "alert_name": {"anyOf": [{"enum": sorted(catalog.alert_names)}, null]},
         "level": {"anyOf": [{"enum": list(catalog.log_levels)}, null]},
-        "state": {"anyOf": [{"enum": ["firing", "resolved"]}, null]},
+        "state": {"anyOf": [{"enum": list(catalog.alert_states)}, null]},
     }
 
     def patch(schema: dict) -> dict:

@@ -304,8 +304,7 @@ class Diagnosis(dspy.Module):
         claims = verifier_input.executor_structured_output.claims
         run.cited = self._cited_refs(run, gate)
         catalog = active_catalog()
-        blockers = claim_blockers(claims, run.cited, run.target, run.scope.excluded_terms,
-                                  catalog.services + catalog.alert_names)
+        blockers = claim_blockers(claims, run.cited, run.target, run.scope.excluded_terms, catalog.names)
         failed = {cb.claim_id for cb in gate.checked_bindings if cb.status != "pass"}
         judgements: dict[str, ClaimJudgement] = {}
         verifier_ran = False
@@ -359,7 +358,7 @@ class Diagnosis(dspy.Module):
         catalog = active_catalog()
         ref_texts = [ref.text for inv in run.recorder.invocations for ref in inv.retrieval_details.evidence_refs]
         reasons = scan_answer(answer, verified=verified, blocked=not_verified, excluded_terms=run.scope.excluded_terms,
-                              ref_texts=ref_texts, names=catalog.services + catalog.alert_names)
+                              ref_texts=ref_texts, names=catalog.names)
         if reasons:
             return ComposerOutput(status="replaced", user_facing_answer=fallback, reasons=reasons)
         return ComposerOutput(status="valid", user_facing_answer=answer)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tools.world import LOG_LEVELS, get_world
+from tools.world import ALERT_STATES, LOG_LEVELS, get_world
 
 
 @dataclass(frozen=True)
@@ -17,8 +17,14 @@ class Catalog:
     services: tuple[str, ...]
     alert_names: tuple[str, ...]
     log_levels: tuple[str, ...]
+    alert_states: tuple[str, ...]
     # Groups of casefolded terms that name the same concept ("hikaricp", "连接池", ...).
     synonyms: dict[str, tuple[str, ...]]
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """Every name a claim or an answer may only state when its evidence states it."""
+        return self.services + self.alert_names + self.alert_states
 
     def topic_groups(self) -> list[tuple[str, ...]]:
         """Every concept the catalog can name: the synonym groups, and each alert name on its own
@@ -35,5 +41,6 @@ def active_catalog() -> Catalog:
         services=tuple(sorted(world.service_names)),
         alert_names=tuple(sorted({a["name"] for a in world.alerts})),
         log_levels=LOG_LEVELS,
+        alert_states=ALERT_STATES,
         synonyms=dict(world.synonyms),
     )

@@ -13,7 +13,7 @@ import threading
 import unicodedata
 from typing import Any
 
-from tools.world import LOG_LEVELS, World, get_world
+from tools.world import ALERT_STATES, LOG_LEVELS, World, get_world
 
 MAX_LOG_LIMIT = 200
 MAX_TOP_K = 10
@@ -56,7 +56,7 @@ def query_metrics(service: str | None = None, alert_name: str | None = None, sta
     error = _check_service(world, service)
     if error is None and alert_name is not None and (not isinstance(alert_name, str) or not alert_name.strip()):
         error = "alert_name must be a non-empty string"
-    if error is None and state is not None and state not in ("firing", "resolved"):
+    if error is None and state is not None and state not in ALERT_STATES:
         error = f"state must be 'firing' or 'resolved', got {state!r}"
     if error:
         return _failure("alerts", error, searched)

@@ -15,6 +15,7 @@ from typing import Any
 
 DEFAULT_WORLD_DIR = Path(__file__).resolve().parent / "world"
 LOG_LEVELS = ("DEBUG", "INFO", "WARN", "ERROR")
+ALERT_STATES = ("firing", "resolved")
 ALERT_FIELDS = ("name", "state", "service", "current", "threshold", "duration", "description", "samples")
 LOG_FIELDS = ("timestamp", "level", "service", "message")
 

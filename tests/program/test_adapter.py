@@ -8,7 +8,7 @@ from tools.catalog import Catalog
 from tools.recorder import ToolInvocationRecorder
 
 CATALOG = Catalog(services=("order-service",), alert_names=("HighMemoryUsage",), log_levels=("INFO", "WARN"),
-                  synonyms={})
+                  alert_states=("firing", "resolved"), synonyms={})
 
 
 def _schema(signature):

@@ -82,6 +82,7 @@ NO_HIT = "未找到匹配的日志 (no log lines matched query='connection pool 
      "verdict.absence_on_hit"),
     ({"claim_text": "order-service 存在 HighMemoryUsage 告警，current=95%"}, refs(), "verdict.ungrounded_number"),
     ({"claim_text": "order-service 存在 HighMemoryUsage 告警，OrderCache 泄漏"}, refs(), "verdict.ungrounded_name"),
+    ({"claim_text": "order-service 的 HighMemoryUsage 告警已 resolved"}, refs(), "verdict.ungrounded_name"),
     ({"claim_text": "order-service 存在 HighMemoryUsage 告警和 HikariCP 问题"}, refs(), "verdict.excluded_topic"),
     ({"claim_text": "#1 query_metrics(service='order-service') -> supported"}, refs(), "verdict.off_topic"),
     ({"claim_text": "payment-service 存在 HighMemoryUsage 告警"}, refs(), "verdict.off_topic"),
@@ -90,7 +91,7 @@ def test_code_blocks_what_no_verifier_may_wave_through(claim_update, cited, rule
     claim = CLAIM.model_copy(update=claim_update)
     target = TARGET if rule == "verdict.off_topic" else Target(services=("order-service",), topics=())
     blockers = claim_blockers([claim], cited, target, ("hikaricp",), ("order-service", "payment-service",
-                                                                         "HighMemoryUsage"))
+                                                                         "HighMemoryUsage", "firing", "resolved"))
     assert rule in [finding.rule for finding in blockers["c1"]]
 
 
