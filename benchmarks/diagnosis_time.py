@@ -76,9 +76,11 @@ def score(question: dict, result, store: AuditStore) -> dict:
 
 
 def make_lm(spec: str, transcript: Path, replay: bool) -> dspy.LM:
-    if replay:
-        return dspy.LM(f"replay/{spec}", engine=ReplayEngine(transcript), cache=False, temperature=0.0)
     base = resolve_lm(spec)
+    if replay:
+        # The same model string, so the program sends exactly the requests it recorded (prompt format
+        # and constraints follow the model); only the engine answers from the transcript.
+        return dspy.LM(base.model, engine=ReplayEngine(transcript), cache=False, **base.kwargs)
     engine = getattr(base, "engine", None)
     if engine is None:
         sys.exit(f"{spec}: this LM has no engine to record through")

@@ -79,7 +79,7 @@ class ReplayEngine:
 
     def __init__(self, path: str | Path):
         self.replies: dict[str, list[dict]] = {}
-        for number, line in enumerate(Path(path).readtext_of(encoding="utf-8").splitlines(), start=1):
+        for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
             if not line.strip():
                 continue
             try:
