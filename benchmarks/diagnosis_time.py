@@ -40,7 +40,8 @@ def questions(only: str) -> list[dict]:
     seed = [{"id": c["case_id"], "set": "seed", "question": c["question"], "expected_verdict": c["expected_verdict"],
              "required_facts": c["required_facts"], "forbidden_terms": c["forbidden_terms"]}
             for c in load_cases() if c["runs_lm"]]
-    unseen = [{**q, "set": "unseen"} for q in json.loads(UNSEEN.read_text(encoding="utf-8"))]
+    # "unseen": written before the first recorded run; "fresh": written after the fixes that run prompted.
+    unseen = [{**q, "set": q.get("set", "unseen")} for q in json.loads(UNSEEN.read_text(encoding="utf-8"))]
     return {"seed": seed, "unseen": unseen, "all": seed + unseen}[only]
 
 
@@ -94,7 +95,7 @@ def summary(rows: list[dict]) -> dict:
                 "unsafe_pass": sum(r["unsafe_pass"] for r in sel),
                 "gatekeeper_pass": sum(r["gatekeeper"] == "pass/none" for r in sel)} if sel else None
 
-    return {"seed": part("seed"), "unseen": part("unseen"),
+    return {"seed": part("seed"), "unseen": part("unseen"), "fresh": part("fresh"),
             "median_seconds": statistics.median(r["seconds"] for r in rows),
             "median_lm_calls": statistics.median(r["lm_calls"] for r in rows),
             "median_prompt_tokens": statistics.median(r["prompt_tokens"] for r in rows),
@@ -108,8 +109,8 @@ def report(meta: dict, rows: list[dict], totals: dict) -> str:
              f"LM `{meta['lm']}`, LM cache off, {meta['mode']}, cite by choosing "
              f"{'on' if meta.get('cite_by_choosing', True) else 'off'}. Started {meta['started']}.", "",
              "| set | right | unsafe PASS | gatekeeper pass |", "| --- | --- | --- | --- |"]
-    for name in ("seed", "unseen"):
-        if totals[name]:
+    for name in ("seed", "unseen", "fresh"):
+        if totals.get(name):
             t = totals[name]
             lines.append(f"| {name} | {t['right']} of {t['questions']} | {t['unsafe_pass']} | "
                          f"{t['gatekeeper_pass']} of {t['questions']} |")

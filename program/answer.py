@@ -110,8 +110,9 @@ def deterministic_answer(verdict: Verdict, verified: list[Claim], missing: list[
                          failed_rules: list[str], excluded_terms: tuple[str, ...] = (),
                          no_hits: dict[str, list[str]] | None = None) -> str:
     """The answer code can always give. A verified negative observation is stated as the searches
-    that found nothing (`no_hits`: claim id -> no-hit messages, which echo what was searched),
-    never in the LM's words: a no-hit supports only "nothing matched"."""
+    that found nothing (`no_hits`: claim id -> the calls that were made), never in the LM's words,
+    nor with the tool's own no-hit message, which lists the catalog (and so may name what the user
+    excluded): a no-hit supports only "nothing matched"."""
     no_hits = no_hits or {}
     lines = [f"结论：{VERDICT_TEXT[verdict]}。"]
     in_scope = [c for c in verified if not mentions(fact_line(c), excluded_terms)]
@@ -127,8 +128,9 @@ def deterministic_answer(verdict: Verdict, verified: list[Claim], missing: list[
             excerpts = "；".join(b.evidence_excerpt for b in claim.evidence_bindings[:3])
             lines.append(f"- {claim.claim_text}（依据：{excerpts}）")
     for claim in negatives:
-        messages = no_hits.get(claim.claim_id) or [claim.claim_text]
-        lines.extend(f"- 未检索到真实证据：{message}" for message in messages)
+        searches = no_hits.get(claim.claim_id) or [claim.claim_text]
+        lines.extend(f"- 未检索到真实证据（nothing matched）：{search}" for search in searches
+                     if not mentions(search, excluded_terms))
     if not verified:
         # The question itself is not repeated: it may name topics the user excluded.
         lines.append("未检索到可以核实的真实证据，无法确认所问的情况。")

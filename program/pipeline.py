@@ -190,16 +190,15 @@ class Diagnosis(dspy.Module):
         run.scope = read_scope(run.question, run.plan.excluded_topics)
         run.record.planner_output = run.plan
         # Alerts first: the executor quotes the observations in order, and the alert is the primary evidence.
-        self._call_tools(run, [*self._named_alert_calls(run, calls, catalog), *calls])
+        self._call_tools(run, [*self._named_alert_calls(run, calls), *calls])
 
-    def _named_alert_calls(self, run: _Run, calls: list[ToolCall], catalog) -> list[ToolCall]:
+    def _named_alert_calls(self, run: _Run, calls: list[ToolCall]) -> list[ToolCall]:
         """An alert the question names, on a service it names, is always looked up: the planner may
-        choose more evidence, but never less than the question itself points at."""
+        choose more evidence, but never less than the question itself spells out."""
         asked = {(c.service, (c.alert_name or "").casefold()) for c in calls if c.tool_name == "query_metrics"}
-        alerts = [name for name in catalog.alert_names if any(name.casefold() in group for group in run.target.topics)]
         added = []
         for service in run.target.services:
-            for alert in alerts:
+            for alert in run.target.alerts:
                 if (service, alert.casefold()) not in asked:
                     added.append(ToolCall(tool_name="query_metrics", service=service, alert_name=alert))
         if added:
@@ -295,6 +294,7 @@ class Diagnosis(dspy.Module):
                 (r.text for r in details.evidence_refs if r.raw_path == cb.raw_path), "")
             cited.setdefault(cb.claim_id, []).append(CitedRef(
                 tool_name=inv.tool_name, text=text, no_hit=cb.raw_path is None, backfilled=cb.backfilled,
+                searched=f"{inv.tool_name}({', '.join(f'{k}={v!r}' for k, v in inv.input.items())})",
                 indirect=LEVEL_BY_TOOL.get(inv.tool_name) == "indirect"))
         return cited
 
@@ -334,7 +334,7 @@ class Diagnosis(dspy.Module):
         output = verifier_input.executor_structured_output
         verified = [r.claim for r in claim_results if r.verification_status == "verified"]
         not_verified = [r.claim for r in claim_results if r.verification_status != "verified"]
-        no_hits = {cid: [ref.text for ref in refs if ref.no_hit] for cid, refs in run.cited.items()}
+        no_hits = {cid: [ref.searched for ref in refs if ref.no_hit] for cid, refs in run.cited.items()}
         fallback = deterministic_answer(verdict, verified, output.missing_info,
                                         verifier_input.gatekeeper_result.failed_rules, run.scope.excluded_terms,
                                         no_hits)

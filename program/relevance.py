@@ -24,19 +24,31 @@ TOOL_HEADER = re.compile(r"#\d+\s+\w+\(.*\)|->\s*(?:supported|no_evidence|failed
 class Target:
     services: tuple[str, ...]
     topics: tuple[tuple[str, ...], ...]
+    alerts: tuple[str, ...] = ()  # catalog alert names the question spells out
 
     def describe(self) -> str:
         topics = ", ".join(group[0] for group in self.topics)
         return f"services [{', '.join(self.services)}], topics [{topics}]"
 
 
+def _named_topics(text: str, groups: list[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
+    """The groups the text names, where a term counts only outside a longer term of another group:
+    "OutOfMemoryError" names out-of-memory, not "memory"."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    spans = [(m.start(), m.end(), n) for n, group in enumerate(groups) for term in group if term
+             for m in re.finditer(re.escape(term), folded) if mentions(folded[max(0, m.start() - 1):m.end() + 1], [term])]
+    kept = {n for start, end, n in spans
+            if not any(s <= start and end <= e and (e - s) > (end - start) and other != n for s, e, other in spans)}
+    return tuple(group for n, group in enumerate(groups) if n in kept)
+
+
 def question_target(question: str, catalog: Catalog) -> Target:
-    """The services and topics a question asks about, leaving out what it says not to analyse."""
+    """The services, topics and alerts a question asks about, leaving out what it says not to analyse."""
     text = unicodedata.normalize("NFKC", question)
     asked = EXCLUSION.sub(" ", text)
     services = tuple(s for s in catalog.services if mentions(asked, [s.casefold()]))
-    topics = tuple(group for group in catalog.topic_groups() if mentions(asked, list(group)))
-    return Target(services=services, topics=topics)
+    alerts = tuple(a for a in catalog.alert_names if mentions(asked, [a.casefold()]))
+    return Target(services=services, topics=_named_topics(asked, catalog.topic_groups()), alerts=alerts)
 
 
 def _about(text: str, target: Target) -> str | None:

@@ -52,6 +52,7 @@ class CitedRef:
     tool_name: str
     text: str  # the whole ref text, or the no-hit message for a search that found nothing
     no_hit: bool
+    searched: str  # the call that was made, e.g. query_logs(query='HikariCP', service='inventory-service')
     backfilled: bool
     indirect: bool  # runbooks and knowledge: what to check, never what is happening now
 

@@ -306,7 +306,30 @@ def test_a_negative_observation_is_answered_with_what_was_searched_not_the_lms_w
 
     result = run(case, store, executor=embellish)
     assert result.verdict == "PASS"
-    assert "一切正常" not in result.answer and "no log lines matched query='HikariCP'" in result.answer
+    assert "一切正常" not in result.answer
+    assert "nothing matched）：query_logs(query='HikariCP', service='inventory-service')" in result.answer
+
+
+def test_a_no_hit_answer_never_names_what_the_user_excluded(cases, store):
+    case = cases["hikaricp_negative"]
+    question = "只确认 inventory-service 是否存在 HighMemoryUsage 告警，不要分析慢查询。"
+
+    def planner(user):
+        return {"plan": gold_plan(case), "tool_calls": [{"tool_name": "query_metrics", "service": "inventory-service",
+                                                          "alert_name": "HighMemoryUsage"}]}
+
+    def negative(observations, attempt, user):
+        (ref,) = [r for r in refs_in(observations) if r.raw_path is None]
+        assert "SlowQuery" in ref.text  # the tool's no-hit message lists every alert name
+        return {"claims": [{"claim_id": "claim-1", "claim_type": "negative_observation",
+                            "claim_text": "inventory-service 没有 HighMemoryUsage 告警",
+                            "evidence_bindings": [{"tool_name": "query_metrics", "source_invocation_id": ref.invocation_id,
+                                                   "raw_path": None, "evidence_excerpt": ref.text}]}],
+                "hypotheses": [], "missing_info": [], "recommended_actions": []}
+
+    result = diagnose(question, lm=good_lm({**case, "question": question}, planner=planner, executor=negative), db=store)
+    assert result.verdict == "PASS"
+    assert mentions(result.answer, ["slowquery", "slow query", "慢查询"]) == []
 
 
 def test_a_claim_whose_citations_were_all_backfilled_cannot_pass(cases, store):

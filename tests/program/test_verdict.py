@@ -67,6 +67,7 @@ def test_code_sees_support_only_with_every_name_and_the_same_polarity():
 
 def refs(text=ALERT, **flags):
     return {"c1": [CitedRef(tool_name=flags.get("tool", "query_metrics"), text=text, no_hit=flags.get("no_hit", False),
+                            searched="query_metrics()",
                             backfilled=flags.get("backfilled", False), indirect=flags.get("indirect", False))]}
 
 
