@@ -120,3 +120,11 @@ def test_read_only_commands_name_a_missing_database(tmp_path, capsys):
     missing = f"sqlite:///{tmp_path / 'missing.db'}"
     assert cli.main(["--db", missing, "sessions"]) == 1
     assert "does not exist" in capsys.readouterr().err and not (tmp_path / "missing.db").exists()
+
+
+def test_no_compiled_really_skips_the_compiled_program(db_url, scripted, monkeypatch, capsys):
+    def must_not_load(*args, **kwargs):
+        raise AssertionError("--no-compiled loaded a compiled program")
+
+    monkeypatch.setattr("program.api.load_program", must_not_load)
+    assert cli.main(["--db", db_url, "ask", "只确认 order-service 是否存在 HighMemoryUsage 告警", "--no-compiled"]) == 0
