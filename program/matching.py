@@ -128,9 +128,20 @@ def _kept_apart(ch: str) -> bool:
     return unicodedata.category(ch).startswith("M") or unicodedata.decomposition(ch).startswith(("<super>", "<sub>"))
 
 
+_COMPATIBLE: dict[str, str] = {}
+
+
 def compatible_form(text: str) -> str:
     """NFKC character by character, except for what must never fold (see `_fold_char`)."""
-    return "".join(ch if _kept_apart(ch) else unicodedata.normalize("NFKC", ch) for ch in text)
+    if text.isascii():
+        return text  # NFKC leaves ASCII as it is
+    out = []
+    for ch in text:
+        form = _COMPATIBLE.get(ch)
+        if form is None:
+            form = _COMPATIBLE[ch] = ch if _kept_apart(ch) else unicodedata.normalize("NFKC", ch)
+        out.append(form)
+    return "".join(out)
 
 
 def significant_chars(text: str) -> int:
