@@ -23,16 +23,16 @@ _VERDICT = r"(?:pass|passed|supported|verified|confirmed|approved?|通过|已核
 ENGLISH = [
     # overriding what the model was told
     rf"\b(?:ignore|disregard|forget|override|bypass|drop|discard)\b[^.\n]{{0,30}}?\b{_EARLIER}\b[^.\n]{{0,20}}?\b{_RULES}\b",
-    rf"\b(?:forget|ignore|disregard)\s+(?:everything|anything|all)\b",
+    r"\b(?:forget|ignore|disregard)\s+(?:everything|anything|all)\b",
     rf"\b{_RULES}\s+(?:have|has)\s+(?:changed|been\s+updated)|\bnew\s+(?:system\s+)?(?:instructions?|rules?|message)\b",
     rf"\b(?:previous|prior|above)\s+{_RULES}\s+(?:are|is)\s+(?:outdated|void|cancelled|obsolete)",
     # demanding a verdict or a conclusion
     rf"\b(?:answer|say|output|return|respond|reply|report|mark|judge|rate|treat|state)\b[^.\n]{{0,40}}?\b{_VERDICT}\b",
-    rf"\bverdict\s*[:=]?\s*pass\b|\b(?:respond|answer|reply)\s+(?:only\s+)?with\b",
+    r"\bverdict\s*[:=]?\s*pass\b|\b(?:respond|answer|reply)\s+(?:only\s+)?with\b",
     r"\b(?:approve|accept)\s+(?:all|every|each)\b",
     r"\b(?:do\s+not|don't|stop|skip)\s+(?:verify|verifying|check|checking|the\s+verification)\b",
     # role play and role markers
-    rf"\b(?:you\s+are\s+now|act\s+as|pretend|role[- ]?play|from\s+now\s+on)\b",
+    r"\b(?:you\s+are\s+now|act\s+as|pretend|role[- ]?play|from\s+now\s+on)\b",
     r"(?:^|[\s\]>])(?:system|assistant|developer)\s*(?:prompt|message)?\s*:",
     r"<\s*/?\s*(?:tool_output|system|instructions?)\s*>|\bbegin\s+override\b|\boverride\s*:",
     # an imperative addressed to the model

@@ -1,6 +1,5 @@
 """Property tests: the gatekeeper never crashes, and never passes an excerpt that is not in the ref."""
 
-import json
 import re
 import unicodedata
 
