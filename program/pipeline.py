@@ -174,13 +174,12 @@ class Diagnosis(dspy.Module):
 
     def _plan(self, run: _Run) -> None:
         """The plan and the first round of tool calls come from one LM call."""
-        catalog = active_catalog()
         calls: list[ToolCall] = []
         # The first round's tool calls are the evidence plan, so the plan does not spell it out again;
         # and a question that excludes nothing leaves no room for the planner to invent exclusions.
         limits = {**PLAN_LIMITS, "excluded_topics": PLAN_LIMITS["excluded_topics"] if run.scope.excluded_topics else 0}
         patch = chain(length_patch(limits), drop_properties("PlannerOutput", ("evidence_plan",)),
-                      tool_call_patch(catalog, min_calls=1))
+                      tool_call_patch(run.catalog, min_calls=1))
         try:
             with self._stage(run.usage, "planner"), self._patch(patch):
                 pred = self.planner(question=run.question)
@@ -209,7 +208,7 @@ class Diagnosis(dspy.Module):
 
     def _gather(self, run: _Run) -> None:
         """More rounds only where they can help: a broad question, or a plan that gathered nothing."""
-        patch = tool_call_patch(active_catalog())
+        patch = tool_call_patch(run.catalog)
         for _ in range(self.max_tool_rounds - 1):
             if run.scope.narrow and run.recorder.invocations:
                 return
@@ -303,8 +302,7 @@ class Diagnosis(dspy.Module):
         gate = verifier_input.gatekeeper_result
         claims = verifier_input.executor_structured_output.claims
         run.cited = self._cited_refs(run, gate)
-        catalog = active_catalog()
-        blockers = claim_blockers(claims, run.cited, run.target, run.scope.excluded_terms, catalog.names)
+        blockers = claim_blockers(claims, run.cited, run.target, run.scope.excluded_terms, run.catalog.names)
         failed = {cb.claim_id for cb in gate.checked_bindings if cb.status != "pass"}
         judgements: dict[str, ClaimJudgement] = {}
         verifier_ran = False
@@ -355,10 +353,9 @@ class Diagnosis(dspy.Module):
             finding = _stage_error("composer", exc)
             run.errors.append(finding)
             return ComposerOutput(status="fallback", user_facing_answer=fallback, reasons=[finding.message])
-        catalog = active_catalog()
         ref_texts = [ref.text for inv in run.recorder.invocations for ref in inv.retrieval_details.evidence_refs]
         reasons = scan_answer(answer, verified=verified, blocked=not_verified, excluded_terms=run.scope.excluded_terms,
-                              ref_texts=ref_texts, names=catalog.names)
+                              ref_texts=ref_texts, names=run.catalog.names)
         if reasons:
             return ComposerOutput(status="replaced", user_facing_answer=fallback, reasons=reasons)
         return ComposerOutput(status="valid", user_facing_answer=answer)
@@ -381,7 +378,9 @@ class _Run:
                                        created_at=datetime.now(UTC), lm_model=self.lm_model)
         self.recorder = ToolInvocationRecorder(self.store, self.session_id)
         self.scope = read_scope(self.question)
-        self.target = question_target(self.question, active_catalog())
+        # One reading of the active source's names per run, used by every stage and check.
+        self.catalog = active_catalog()
+        self.target = question_target(self.question, self.catalog)
         self.plan = PlannerOutput(scope="narrow" if self.scope.narrow else "broad",
                                   excluded_topics=list(self.scope.excluded_topics))
 
