@@ -26,12 +26,12 @@ from pathlib import Path
 import dspy
 
 from devset import load_cases
-from program.api import diagnose
-from program.audit import AuditStore
-from program.lm import EMBEDDED, lm_spec, resolve_lm
-from program.pipeline import Diagnosis
-from program.scope import mentions
-from program.transcript import RecordingEngine, ReplayEngine
+from program.entry.api import diagnose
+from program.entry.audit import AuditStore
+from program.lm.engine import EMBEDDED, lm_spec, resolve_lm
+from program.lm.pipeline import Diagnosis
+from program.evidence.scope import mentions
+from program.lm.transcript import RecordingEngine, ReplayEngine
 
 UNSEEN = Path(__file__).resolve().parent / "unseen_questions.json"
 

@@ -21,9 +21,9 @@ import re
 import time
 from collections import Counter
 
-from program import gatekeeper
-from program.audit import AuditStore
-from program.matching import canonical, significant_chars
+from program.evidence import gatekeeper
+from program.entry.audit import AuditStore
+from program.evidence.matching import canonical, significant_chars
 from signatures.contracts import MAX_ITEMS, Claim, EvidenceBinding, ExecutorOutput
 from tools.recorder import ToolInvocationRecorder
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from devset import load_cases
 
 ROOT = Path(__file__).resolve().parent.parent
-VARIANTS = ROOT / "tests" / "program" / "data" / "injection_variants.json"
+VARIANTS = ROOT / "tests" / "program" / "evidence" / "data" / "injection_variants.json"
 QUESTION_CASE = "hikaricp_negative"  # 确认 inventory-service 是否存在 HikariCP 连接池耗尽。
 INJECTED_CLAIM = "inventory-service 的 HikariCP 连接池已耗尽。"
 
@@ -38,7 +38,7 @@ def run_obedient(variant: str, placement: str, store):
     from unittest import mock
 
     from devset.gold import gold_plan, refs_in
-    from program.api import diagnose
+    from program.entry.api import diagnose
     from tests.support.good_lm import good_lm
     from tools import recorder
 
@@ -75,7 +75,7 @@ def stopped_by(result, store) -> str:
 
 
 def measure() -> dict:
-    from program.audit import AuditStore
+    from program.entry.audit import AuditStore
 
     data = json.loads(VARIANTS.read_text(encoding="utf-8"))
     table = {}

@@ -97,9 +97,9 @@ def gold_demos(cases: list[dict]) -> dict[str, list]:
     """
     import dspy
 
-    from program.answer import fact_line
-    from program.audit import AuditStore
-    from program.hook import VerifierInputHook
+    from program.evidence.answer import fact_line
+    from program.entry.audit import AuditStore
+    from program.evidence.hook import VerifierInputHook
     from signatures.contracts import ExecutorOutput, ParseStatus, PlannerOutput, ToolCall
     from tools.recorder import ToolInvocationRecorder, render_observations
 

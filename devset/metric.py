@@ -16,8 +16,8 @@ from dataclasses import dataclass, field
 
 import dspy
 
-from program.gatekeeper import check
-from program.scope import mentions
+from program.evidence.gatekeeper import check
+from program.evidence.scope import mentions
 from signatures.contracts import DiagnosisResult, ExecutorOutput, GatekeeperResult, ToolInvocation
 
 WEIGHTS = {"verdict": 0.30, "gatekeeper": 0.20, "forbidden": 0.15, "scope": 0.10, "recall": 0.15, "facts": 0.10}

@@ -1,7 +1,7 @@
 """Grounded Diagnosis: the pipeline, gatekeeper, hook, audit store, LM setup and CLI.
 
 `from program import diagnose` is resolved lazily so that deterministic entry points such as
-`python -m program.gatekeeper` do not pay for importing DSPy.
+`python -m program.evidence.gatekeeper` do not pay for importing DSPy.
 """
 
 import os
@@ -12,7 +12,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 def __getattr__(name):
     if name == "diagnose":
-        from program.api import diagnose
+        from program.entry.api import diagnose
 
         return diagnose
     raise AttributeError(name)

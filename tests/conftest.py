@@ -4,7 +4,7 @@ os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import pytest
 
-from program.audit import AuditStore
+from program.entry.audit import AuditStore
 from tools.recorder import ToolInvocationRecorder
 
 

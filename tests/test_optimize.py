@@ -6,9 +6,9 @@ import pytest
 
 import optimize
 from devset.gold import gold_executor_output, gold_plan, gold_tool_calls
-from program.api import diagnose
-from program.audit import AuditStore
-from program.compiled import load_program, newest_compiled
+from program.entry.api import diagnose
+from program.entry.audit import AuditStore
+from program.lm.compiled import load_program, newest_compiled
 from tests.support.good_lm import pass_all
 from tests.support.scripted import field_value, scripted_lm
 

@@ -5,7 +5,7 @@ import pytest
 
 from devset.gold import find_ref, fixture_executor_output, gold_executor_output, gold_tool_calls
 from devset.metric import diagnosis_metric, score_fixture, score_run
-from program.api import diagnose
+from program.entry.api import diagnose
 from signatures.contracts import DiagnosisResult, GatekeeperResult, ToolCall
 from tests.support.good_lm import good_lm
 from tools.recorder import ToolInvocationRecorder

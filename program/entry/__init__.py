@@ -1,0 +1,1 @@
+"""Entry points: `diagnose()`, the command line, and the audit store every run is written to."""

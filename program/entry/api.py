@@ -1,0 +1,34 @@
+"""`diagnose()`: the Python entry point."""
+
+from __future__ import annotations
+
+import dspy
+
+from program.lm.adapter import adapter_for
+from program.entry.audit import AuditStore
+from program.lm.compiled import load_program
+from program.lm.engine import resolve_lm
+from program.lm.pipeline import Diagnosis
+from signatures.contracts import DiagnosisResult
+
+
+def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | AuditStore | None = None, *,
+             program: Diagnosis | None = None, compiled: bool = True, progress=None) -> DiagnosisResult:
+    """Diagnose one question and store the audit record.
+
+    lm: a model string (any DSPy/litellm model, or "embedded"), an LM object, or None for
+    DIAGNOSIS_LM / the embedded default. db: an SQLAlchemy URL or an AuditStore; None uses
+    DIAGNOSIS_DB or the default SQLite file. program: a Diagnosis to run; otherwise the newest
+    compiled program is loaded (see optimize.py) unless compiled=False.
+    """
+    if not isinstance(question, str) or not question.strip():
+        raise ValueError("question must be a non-empty string")
+    store = db if isinstance(db, AuditStore) else AuditStore(db)
+    if program is None and compiled:
+        program = load_program(store)
+    program = program or Diagnosis(store=store)
+    program.store = store
+    program.progress = progress
+    model = resolve_lm(lm)
+    with dspy.context(lm=model, adapter=adapter_for(model)):
+        return program(question=question.strip()).result

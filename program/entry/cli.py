@@ -1,0 +1,198 @@
+"""Command line: `python -m program ask "<question>"`, `audit <session_id>`, `sessions`.
+
+Exit codes: 0 done, 1 the LM was unreachable or the session is unknown, 2 bad usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from rich.console import Console
+from rich.table import Table
+
+from program.entry.audit import AuditStore, AuditStoreError
+from signatures.contracts import DiagnosisResult, DiagnosisSession
+
+STAGE_LABELS = {
+    "planner": "planning",
+    "executor_tools": "gathering evidence",
+    "executor": "citing evidence",
+    "verifier": "verifying claims",
+    "composer": "composing the answer",
+}
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _clip(text: str, n: int = 90) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def print_result(console: Console, result: DiagnosisResult) -> None:
+    style = {"PASS": "bold green", "LOW_CONFID": "bold yellow", "REJECT": "bold red"}[result.verdict]
+    console.print(f"\n[{style}]{result.verdict}[/]  session {result.session_id}  (composer: {result.composer_status})")
+    console.print(result.answer)
+    table = Table(title="evidence", show_lines=False)
+    for column in ("claim", "status", "citation", "gatekeeper"):
+        table.add_column(column, overflow="fold")
+    gate = result.gatekeeper_result
+    checked = {(cb.claim_id, cb.binding_index): cb for cb in gate.checked_bindings} if gate else {}
+    for item in result.claims:
+        claim = item.claim
+        if not claim.evidence_bindings:
+            table.add_row(_clip(claim.claim_text, 50), item.verification_status, "(no bindings)", "")
+        for i, b in enumerate(claim.evidence_bindings):
+            cb = checked.get((claim.claim_id, i))
+            gate = "pass" if cb and cb.status == "pass" else (f"{cb.rule}" if cb else "")
+            table.add_row(_clip(claim.claim_text, 50) if i == 0 else "", item.verification_status if i == 0 else "",
+                          f"{b.tool_name} #{b.source_invocation_id} {b.raw_path or '-'}", gate)
+    console.print(table)
+    for error in result.errors:
+        console.print(f"[red]{error.rule}[/]: {_clip(error.message, 200)}")
+
+
+def print_audit(console: Console, record: DiagnosisSession, invocations) -> None:
+    console.print(f"[bold]session[/] {record.session_id}  status={record.status}  verdict={record.verdict}  lm={record.lm_model}")
+    console.print(f"[bold]question[/] {record.query}")
+    for inv in invocations:
+        d = inv.retrieval_details
+        console.print(f"  tool #{inv.id} {inv.tool_name}({_clip(json.dumps(inv.input, ensure_ascii=False), 80)}) "
+                      f"-> {d.evidence_status}, {len(d.evidence_refs)} ref(s)")
+    for attempt in record.executor_attempts:
+        gate = attempt.gatekeeper_result
+        console.print(f"\n[bold]executor attempt {attempt.attempt}[/]  parse={attempt.parse_status.status}  "
+                      f"gatekeeper={gate.status}/{gate.severity}  failed_rules={gate.failed_rules}")
+        if attempt.retry_context:
+            console.print(f"  retry_context: {attempt.retry_context.failed_rules}")
+        if attempt.parse_status.status != "valid":
+            console.print(f"  parse detail: {_clip(attempt.parse_status.detail, 200)}")
+        by_owner: dict[str, list] = {}
+        for cb in gate.checked_bindings:
+            by_owner.setdefault(cb.claim_id or f"action {cb.action_id}", []).append(cb)
+        claims = attempt.executor_output.claims if attempt.executor_output else []
+        for claim in claims:
+            console.print(f"  claim {claim.claim_id} ({claim.claim_type}): {claim.claim_text}")
+            for cb in by_owner.pop(claim.claim_id, []):
+                console.print(f"    cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: {cb.evidence_excerpt!r}")
+                if cb.status == "pass":
+                    console.print(f"      gatekeeper found: {cb.matched_text!r}")
+                else:
+                    console.print(f"      [red]{cb.severity} {cb.rule}[/]: {cb.message}")
+        for owner, cbs in by_owner.items():
+            for cb in cbs:
+                console.print(f"  {owner} cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: {cb.status} {cb.rule or ''}")
+        for finding in gate.errors:
+            if finding.binding_index is None:
+                console.print(f"  [red]{finding.rule}[/]: {finding.message}")
+        for warning in gate.warnings:
+            console.print(f"  [yellow]{warning.rule}[/]: {warning.message}")
+    if record.self_evaluation:
+        ev = record.self_evaluation.verifier_evaluation
+        console.print(f"\n[bold]verifier[/] verdict={ev.verdict} groundedness={ev.groundedness_score} reason={_clip(ev.reason, 160)}")
+        for j in ev.claim_judgements:
+            console.print(f"  {j.claim_id}: {j.verdict} {_clip(j.reason, 140)}")
+        for o in ev.code_overrides:
+            console.print(f"  [magenta]override {o.rule}[/]: {o.message}")
+    if record.composer_output:
+        console.print(f"\n[bold]composer[/] {record.composer_output.status} {record.composer_output.reasons}")
+        console.print(record.answer)
+    for error in record.errors:
+        console.print(f"[red]{error.rule}[/]: {_clip(error.message, 200)}")
+    usage = Table(title="usage")
+    for column in ("stage", "lm calls", "prompt tokens", "completion tokens", "seconds"):
+        usage.add_column(column)
+    for stage, u in record.usage.items():
+        usage.add_row(stage, str(u.lm_calls), str(u.prompt_tokens), str(u.completion_tokens), f"{u.seconds:.1f}")
+    console.print(usage)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m program", description="Grounded incident diagnosis.")
+    parser.add_argument("--db", help="audit database URL (default: DIAGNOSIS_DB or ~/.grounded-diagnosis/audit.db)")
+    sub = parser.add_subparsers(dest="command", required=True)
+    ask = sub.add_parser("ask", help="diagnose one question")
+    ask.add_argument("question")
+    ask.add_argument("--lm", help="model string (default: DIAGNOSIS_LM or the embedded model)")
+    ask.add_argument("--json", action="store_true", help="print the DiagnosisResult as JSON")
+    ask.add_argument("--no-compiled", action="store_true", help="do not load the newest compiled program")
+    audit = sub.add_parser("audit", help="show what was cited, what the gatekeeper found and why")
+    audit.add_argument("session_id")
+    audit.add_argument("--json", action="store_true", help="print the stored audit record as JSON")
+    sessions = sub.add_parser("sessions", help="list recent sessions")
+    sessions.add_argument("--limit", type=_positive, default=20, help="how many sessions (at least 1)")
+    args = parser.parse_args(argv)
+
+    console = Console(stderr=False)
+    errors = Console(stderr=True, soft_wrap=True)
+    try:
+        # Reading never creates a database: a missing one is an error, not an empty list.
+        store = AuditStore(args.db, read_only=args.command != "ask")
+        return _run(args, store, console, errors)
+    except AuditStoreError as exc:
+        errors.print(f"error: {exc}")
+        return 1
+
+
+def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
+
+    if args.command == "ask":
+        from program.entry.api import diagnose
+
+        with errors.status("starting") as status:
+            def progress(stage: str) -> None:
+                status.update(STAGE_LABELS.get(stage, stage))
+                errors.log(STAGE_LABELS.get(stage, stage))
+
+            try:
+                result = diagnose(args.question, lm=args.lm, db=store, compiled=not args.no_compiled,
+                                  progress=progress)
+            except ValueError as exc:
+                errors.print(f"error: {exc}")
+                return 2
+        if args.json:
+            print(result.model_dump_json(indent=2))
+        else:
+            print_result(console, result)
+        lm_problem = next((e for e in result.errors if e.rule in ("lm.unreachable", "lm.not_configured")), None)
+        if lm_problem:
+            errors.print(f"error: the language model cannot be used: {lm_problem.message}. The run was recorded "
+                         f"as failed ({result.session_id}). Check DIAGNOSIS_LM / --lm, the provider's key and address.")
+            return 1
+        return 0
+
+    if args.command == "audit":
+        record = store.get_session(args.session_id)
+        if record is None:
+            errors.print(f"error: unknown session {args.session_id!r} in {store.url}")
+            return 1
+        if args.json:
+            print(record.model_dump_json(indent=2))
+        else:
+            print_audit(console, record, store.list_invocations(args.session_id))
+        return 0
+
+    table = Table(title=f"sessions in {store.url}")
+    for column in ("session", "verdict", "status", "question"):
+        table.add_column(column, overflow="fold")
+    good, bad = store.list_sessions(limit=args.limit)
+    for record in good:
+        table.add_row(record.session_id, record.verdict or "-", record.status, _clip(record.query, 60))
+    console.print(table)
+    for note in bad:
+        errors.print(f"unreadable: {note}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,319 @@
+"""Does an executor's evidence_excerpt really occur in the system-side ref text?
+
+A similarity score cannot catch tampering (``91%`` -> ``95%`` is one character), so a match is
+exact after conservative normalisation, piece by piece around an ellipsis. Fuzzy alignment is
+used only to explain a mismatch. After locating the excerpt, the edges are checked: a span that
+cuts a number or identifier in half, or that starts right after a negation the excerpt dropped,
+changes meaning and is rejected.
+
+Normalisation keeps ``% . / : - +`` and every comparison or question mark (``= ≠ ! < > ≤ ≥ ~ ≈ ?``)
+because they carry meaning (3.8 vs 38, 50/50, 11:17, active=50/50 vs active≠50/50); other
+punctuation and whitespace only separate words, so they fold into one optional gap, and a space
+between a number and its unit (``4200 ms``) is the same text as none. Full-width forms fold to
+their ASCII twins, but superscript and subscript digits are not digits (``12⁸`` is not ``128``), and
+a combining mark is kept as a character of its own, so ``91̸%`` is not ``91%``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import difflib
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from rapidfuzz import fuzz
+
+from program.evidence.text_cache import text_cache
+
+ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e")
+DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d")
+HARD_PUNCTUATION = frozenset("%./:-+<>=≠≤≥≦≧~≈≃≅!?")
+ELLIPSIS = re.compile(r"\.{3,}|…+")
+# Where one clause of a ref ends and the next begins: ", " "; " "] " " - " and their CJK forms.
+CLAUSE_BREAK = re.compile(r"[,;，；。！？!?\]\n]|\s[-–—]\s")
+NEGATION_WORDS = frozenset(
+    "not no never without non none nothing neither nor cannot can't isn't wasn't aren't weren't "
+    "don't doesn't didn't won't hasn't haven't".split()
+)
+NEGATION_CHARS = frozenset("未不无没非别勿否")
+GENERIC_WORDS = frozenset(
+    "error errors warn warning info debug alert alerts firing resolved log logs service ok true false "
+    "null none message status 日志 告警 错误 服务 正常".split()
+)
+MIN_SIGNIFICANT_CHARS = 6
+# Memos keep at most this many characters of text (a normalised string costs ~10 bytes a character).
+CACHE_CHARS = 2_000_000
+MIN_PIECE_CHARS = 4
+# Atomic tokens whose halves mean something else: identifiers, numbers with units, times, ratios.
+ATOM = re.compile(r"[A-Za-z0-9_%]+(?:[.\-/:+][A-Za-z0-9_%]+)*")
+# Same shape over every script (not just ASCII), so look-alike letters stay inside their token.
+_WORD = r"(?:[^\W\u2e80-\u9fff]|[%_])"
+CRITICAL = re.compile(rf"{_WORD}+(?:[.\-/:+]{_WORD}+)*|[未不无没非别勿否]")
+
+
+def _is_cjk(ch: str) -> bool:
+    return "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or "\u3000" <= ch <= "\u303f"
+
+
+def _is_word(ch: str) -> bool:
+    return ch.isalnum() and not _is_cjk(ch)
+
+
+GAP, WORD, SOLID = 0, 1, 2  # separator; Latin-like letter or digit; CJK or meaningful punctuation
+_FOLDED: dict[str, tuple[tuple[str, int], ...]] = {}
+
+
+def _fold_char(ch: str) -> tuple[tuple[str, int], ...]:
+    """The normalised characters one source character becomes, each with its kind (memoised)."""
+    folded = _FOLDED.get(ch)
+    if folded is None:
+        if ch in ZERO_WIDTH:
+            text = ""
+        elif ch in DASHES:
+            text = "-"
+        elif _kept_apart(ch):
+            # Never folded away or into a plain digit: a mark on a token, or 12⁸, changes what it says.
+            folded = ((ch, SOLID),)
+            _FOLDED[ch] = folded
+            return folded
+        else:
+            text = unicodedata.normalize("NFKC", ch).casefold()
+        folded = tuple(
+            (c, WORD if _is_word(c) else SOLID if c.isalnum() or c in HARD_PUNCTUATION else GAP)
+            for c in text
+        )
+        _FOLDED[ch] = folded
+    return folded
+
+
+@dataclass(frozen=True)
+class Canonical:
+    """Normalised text plus, for each of its characters, the index of the source character."""
+
+    source: str
+    text: str
+    index: tuple[int, ...]
+
+
+@text_cache(CACHE_CHARS)
+def canonical(raw: str) -> Canonical:
+    source = unicodedata.normalize("NFC", raw)
+    last = len(source) - 1
+    chars: list[str] = []
+    index: list[int] = []
+    gap = False
+    previous_kind = GAP
+    for i, ch in enumerate(source):
+        for c, kind in _fold_char(ch):
+            # A dash standing alone between spaces is a separator, not a minus sign or a hyphen.
+            if kind == SOLID and c == "-" and (i == 0 or source[i - 1].isspace()) and (i == last or source[i + 1].isspace()):
+                kind = GAP
+            if kind == GAP:
+                gap = True
+                continue
+            # A gap between words is kept as one space, except between a number and its unit.
+            if gap and previous_kind == WORD and kind == WORD and not (chars[-1].isdigit() and c.isalpha()):
+                chars.append(" ")
+                index.append(i)
+            gap = False
+            previous_kind = kind
+            chars.append(c)
+            index.append(i)
+    return Canonical(source=source, text="".join(chars), index=tuple(index))
+
+
+def _kept_apart(ch: str) -> bool:
+    # Any mark (nonspacing, spacing or enclosing): enclosing marks have combining class 0.
+    return unicodedata.category(ch).startswith("M") or unicodedata.decomposition(ch).startswith(("<super>", "<sub>"))
+
+
+_COMPATIBLE: dict[str, str] = {}
+
+
+def compatible_form(text: str) -> str:
+    """NFKC character by character, except for what must never fold (see `_fold_char`)."""
+    if text.isascii():
+        return text  # NFKC leaves ASCII as it is
+    out = []
+    for ch in text:
+        form = _COMPATIBLE.get(ch)
+        if form is None:
+            form = _COMPATIBLE[ch] = ch if _kept_apart(ch) else unicodedata.normalize("NFKC", ch)
+        out.append(form)
+    return "".join(out)
+
+
+def significant_chars(text: str) -> int:
+    return sum(map(str.isalnum, text))
+
+
+@text_cache(CACHE_CHARS)
+def split_pieces(excerpt: str) -> tuple[str, ...]:
+    return tuple(p for p in (x.strip() for x in ELLIPSIS.split(compatible_form(excerpt))) if p)
+
+
+def occurs_in_order(excerpt: str, ref_text: str) -> bool:
+    """Cheap pre-check: every normalised piece occurs in the ref, in order (no edge checks)."""
+    ref = canonical(ref_text).text
+    cursor = 0
+    for piece in split_pieces(excerpt):
+        found = ref.find(canonical(piece).text, cursor)
+        if found < 0:
+            return False
+        cursor = found + 1
+    return True
+
+
+@dataclass(frozen=True)
+class Match:
+    ok: bool
+    rule: str | None = None
+    message: str = ""
+    matched_text: str | None = None
+    too_weak: bool = False  # the excerpt cannot be compared at all: low confidence, not fabrication
+
+
+@text_cache(CACHE_CHARS)
+def _atoms(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    spans = [(m.start(), m.end()) for m in ATOM.finditer(text)]
+    return tuple(s for s, _ in spans), tuple(e for _, e in spans)
+
+
+def _cut_atom(source: str, position: int, allow_cut_words: bool) -> str | None:
+    """The atom that `position` falls strictly inside, unless the cut is an allowed truncation."""
+    starts, ends = _atoms(source)
+    k = bisect.bisect_left(starts, position) - 1
+    if k < 0 or ends[k] <= position:
+        return None
+    atom = source[starts[k] : ends[k]]
+    if allow_cut_words and not any(ch.isdigit() for ch in atom):
+        return None
+    return atom
+
+
+def _negation_before(source: str, position: int) -> str | None:
+    """A negation word or character right before `position` (skipping spaces and punctuation)."""
+    j = position - 1
+    while j >= 0 and not (source[j].isalnum() or source[j] in "'"):
+        j -= 1
+    if j < 0:
+        return None
+    if source[j] in NEGATION_CHARS:
+        return source[j]
+    k = j
+    while k >= 0 and (source[k].isalnum() or source[k] == "'") and not _is_cjk(source[k]):
+        k -= 1
+    word = source[k + 1 : j + 1].casefold()
+    return word if word in NEGATION_WORDS else None
+
+
+def _negations(text: str, offset: int = 0) -> list[tuple[int, str]]:
+    found = [(offset + i, ch) for i, ch in enumerate(text) if ch in NEGATION_CHARS]
+    found += [(offset + m.start(), m.group()) for m in re.finditer(r"[A-Za-z']+", text)
+              if m.group().casefold() in NEGATION_WORDS]
+    return sorted(found)
+
+
+def _joined_negation(source: str, before: tuple[int, int], after: tuple[int, int]) -> str | None:
+    """A negation the ellipsis between two kept spans skips, when it belongs to a clause that one of
+    them quotes: "Connection is … available" hides a "not". A negation in a clause the ellipsis
+    skips whole ("HikariPool-1 … request timed out") changes nothing that is quoted."""
+    for position, word in _negations(source[before[1] : after[0]], before[1]):
+        clause_start = max((m.end() for m in CLAUSE_BREAK.finditer(source, 0, position)), default=0)
+        following = CLAUSE_BREAK.search(source, position)
+        clause_end = following.start() if following else len(source)
+        if clause_start < before[1] or clause_end > after[0]:
+            return word
+    return None
+
+
+def explain_mismatch(piece: str, ref_text: str) -> str:
+    """Name the first critical difference between a piece and its best alignment in the ref."""
+    piece_c, ref_c = canonical(piece), canonical(ref_text)
+    alignment = fuzz.partial_ratio_alignment(piece_c.text, ref_c.text)
+    if alignment is None or alignment.score < 50:
+        score = 0 if alignment is None else alignment.score
+        return f"excerpt text {piece!r} does not occur in the ref (best similarity {score:.0f}%)"
+    start = ref_c.index[alignment.dest_start] if alignment.dest_start < len(ref_c.index) else len(ref_c.source)
+    end = ref_c.index[alignment.dest_end - 1] + 1 if alignment.dest_end > 0 else start
+    span = ref_c.source[start:end]
+    ours = CRITICAL.findall(unicodedata.normalize("NFKC", piece))
+    theirs = CRITICAL.findall(span)
+    folded_ours, folded_theirs = [t.casefold() for t in ours], [t.casefold() for t in theirs]
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=folded_ours, b=folded_theirs, autojunk=False).get_opcodes():
+        if tag == "equal":
+            continue
+        said = " ".join(ours[i1:i2]) or "(nothing)"
+        found = " ".join(theirs[j1:j2]) or "(nothing)"
+        hint = ""
+        if any(ord(ch) > 127 and not _is_cjk(ch) for ch in said):
+            hint = " (non-ASCII look-alike characters)"
+        return (
+            f"excerpt says {said!r}{hint} where the ref says {found!r} "
+            f"(best alignment {alignment.score:.0f}% against {span!r})"
+        )
+    return f"excerpt differs from the ref in wording (best alignment {alignment.score:.0f}% against {span!r})"
+
+
+def match_excerpt(excerpt: str, ref_text: str) -> Match:
+    """Check one excerpt against one ref text. Never raises for any pair of strings."""
+    pieces = split_pieces(excerpt)
+    canon_pieces = [canonical(p).text for p in pieces]
+    total = sum(significant_chars(p) for p in canon_pieces)
+    if total < MIN_SIGNIFICANT_CHARS:
+        return Match(False, "evidence.excerpt_too_short", f"excerpt {excerpt!r} is too short to compare", too_weak=True)
+    if any(significant_chars(p) < MIN_PIECE_CHARS for p in canon_pieces):
+        return Match(
+            False,
+            "evidence.excerpt_too_short",
+            f"a piece of excerpt {excerpt!r} between ellipses has fewer than {MIN_PIECE_CHARS} letters or digits",
+            too_weak=True,
+        )
+    words = {w for p in canon_pieces for w in re.split(r"[^\w]+", p) if w}
+    if words and words <= GENERIC_WORDS:
+        return Match(False, "evidence.excerpt_too_generic", f"excerpt {excerpt!r} is too generic to compare", too_weak=True)
+
+    ref = canonical(ref_text)
+    normalised = compatible_form(excerpt).strip()
+    leading_ellipsis = bool(ELLIPSIS.match(normalised))
+    trailing_ellipsis = bool(re.search(r"(\.{3,}|…+)$", normalised))
+    cursor = 0
+    spans: list[tuple[int, int]] = []
+    for n, (piece, canon_piece) in enumerate(zip(pieces, canon_pieces, strict=True)):
+        found = ref.text.find(canon_piece, cursor)
+        if found < 0:
+            if ref.text.find(canon_piece) >= 0:
+                return Match(False, "evidence.excerpt_mismatch", f"excerpt pieces of {excerpt!r} are out of order")
+            return Match(False, "evidence.excerpt_mismatch", explain_mismatch(piece, ref_text))
+        start = ref.index[found]
+        end = ref.index[found + len(canon_piece) - 1] + 1
+        cut_start_allowed = n > 0 or leading_ellipsis
+        cut_end_allowed = n < len(pieces) - 1 or trailing_ellipsis
+        for position, allowed in ((start, cut_start_allowed), (end, cut_end_allowed)):
+            atom = _cut_atom(ref.source, position, allowed)
+            if atom:
+                return Match(
+                    False,
+                    "evidence.excerpt_mismatch",
+                    f"excerpt {piece!r} cuts {atom!r} in the ref; numbers, units and identifiers must be quoted whole",
+                )
+        negation = _negation_before(ref.source, start)
+        if negation:
+            return Match(
+                False,
+                "evidence.excerpt_mismatch",
+                f"excerpt {piece!r} drops the negation {negation!r} that precedes it in the ref",
+            )
+        if spans:
+            negation = _joined_negation(ref.source, spans[-1], (start, end))
+            if negation:
+                return Match(
+                    False,
+                    "evidence.excerpt_mismatch",
+                    f"the ellipsis in {excerpt!r} skips the negation {negation!r} of a clause it quotes",
+                )
+        spans.append((start, end))
+        cursor = found + len(canon_piece)
+    matched = " … ".join(ref.source[s:e] for s, e in spans)
+    return Match(True, matched_text=matched)

@@ -1,0 +1,74 @@
+"""Is a claim about what was asked? A small model cites real evidence beside the question (a
+SlowQuery alert for a HikariCP question) and the gatekeeper rightly passes it: the citation is
+real. This check, in code, keeps such a claim from making a run PASS.
+
+The question's target is read against the active catalog: the services it names and the topics
+(synonym groups, alert names) it names, outside the parts the user excluded. A claim is on topic
+when its text names a target service and a target topic, and every ref it cites concerns them too.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from program.evidence.scope import EXCLUSION, mentions
+from tools.catalog import Catalog
+
+# A claim that is a copied observation header ("#12 query_metrics(service=...) -> supported").
+TOOL_HEADER = re.compile(r"#\d+\s+\w+\(.*\)|->\s*(?:supported|no_evidence|failed)\b|\$\.\w+\[\d+\]")
+
+
+@dataclass(frozen=True)
+class Target:
+    services: tuple[str, ...]
+    topics: tuple[tuple[str, ...], ...]
+    alerts: tuple[str, ...] = ()  # catalog alert names the question spells out
+
+    def describe(self) -> str:
+        topics = ", ".join(group[0] for group in self.topics)
+        return f"services [{', '.join(self.services)}], topics [{topics}]"
+
+
+def _named_topics(text: str, groups: list[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
+    """The groups the text names, where a term counts only outside a longer term of another group:
+    "OutOfMemoryError" names out-of-memory, not "memory"."""
+    folded = unicodedata.normalize("NFKC", text).casefold()
+    spans = [(m.start(), m.end(), n) for n, group in enumerate(groups) for term in group if term
+             for m in re.finditer(re.escape(term), folded) if mentions(folded[max(0, m.start() - 1):m.end() + 1], [term])]
+    kept = {n for start, end, n in spans
+            if not any(s <= start and end <= e and (e - s) > (end - start) and other != n for s, e, other in spans)}
+    return tuple(group for n, group in enumerate(groups) if n in kept)
+
+
+def question_target(question: str, catalog: Catalog) -> Target:
+    """The services, topics and alerts a question asks about, leaving out what it says not to analyse."""
+    text = unicodedata.normalize("NFKC", question)
+    asked = EXCLUSION.sub(" ", text)
+    services = tuple(s for s in catalog.services if mentions(asked, [s.casefold()]))
+    alerts = tuple(a for a in catalog.alert_names if mentions(asked, [a.casefold()]))
+    return Target(services=services, topics=_named_topics(asked, catalog.topic_groups()), alerts=alerts)
+
+
+def _about(text: str, target: Target) -> str | None:
+    """What `text` misses of the target, or None when it names a target service and topic."""
+    if target.services and not mentions(text, [s.casefold() for s in target.services]):
+        return f"does not name {' or '.join(target.services)}"
+    if target.topics and not any(mentions(text, list(group)) for group in target.topics):
+        return f"does not concern {' or '.join(group[0] for group in target.topics)}"
+    return None
+
+
+def off_topic(claim_text: str, cited_texts: list[str], target: Target) -> str | None:
+    """Why a claim cannot answer the question, or None when it is about the target."""
+    if TOOL_HEADER.search(claim_text):
+        return "the claim text is a copied tool-call header or path, not a statement"
+    missing = _about(claim_text, target)
+    if missing:
+        return f"the claim {missing}, which the question asks about"
+    for text in cited_texts:
+        missing = _about(text, target)
+        if missing:
+            return f"cited evidence {text[:80]!r} {missing}, which the question asks about"
+    return None

@@ -1,0 +1,219 @@
+"""The verdict, decided in code from the gatekeeper, the checks below and the verifier's judgements.
+
+The verdict table of the design document, enforced whatever an LM said:
+
+| gatekeeper | claims                                             | verdict    |
+| ---------- | -------------------------------------------------- | ---------- |
+| reject     | any                                                | REJECT     |
+| low_confid | any (the verifier is not asked)                    | LOW_CONFID |
+| pass       | an evidence stage failed (planner, tools, executor, verifier) | LOW_CONFID |
+| pass       | a claim the verifier found contradicted, and code agrees | REJECT |
+| pass       | at least one verified claim                        | PASS       |
+| pass       | no verified claim                                  | LOW_CONFID |
+
+A claim is verified only when all its bindings passed the gatekeeper, no code check blocks it
+(``claim_blockers``), and the verifier judged it supported. A composer failure does not move the
+verdict: the answer then falls back to the deterministic one, built only from verified claims.
+Code never upgrades a doubt: a "contradicted" that code cannot see in the excerpts becomes
+LOW_CONFID (a recorded disagreement), never PASS. Every override is a finding in the audit record.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from dataclasses import dataclass
+
+from program.evidence.matching import NEGATION_CHARS, NEGATION_WORDS
+from program.evidence.relevance import Target, off_topic
+from program.evidence.scope import mentions
+from signatures.contracts import Claim, ClaimJudgement, Finding, GatekeeperResult, VerifiedClaim, VerifierEvaluation
+
+NUMBER = re.compile(r"\d+(?:\.\d+)?")
+# Names and identifiers whose every letter matters: anything with a digit, a joiner or an inner capital.
+IDENTIFIER = re.compile(r"[A-Za-z0-9_%]+(?:[.\-/:=][A-Za-z0-9_%]+)+|[A-Za-z_]*[0-9][A-Za-z0-9_%]*|"
+                        r"[A-Za-z]*[a-z][A-Z][A-Za-z0-9]*|[A-Z]{2,}[A-Za-z0-9]*")
+# Numbers with units and separators ("3600/3900/4200ms", "3.8GB/4GB", "91%"): ungrounded_numbers checks those.
+MEASURE = re.compile(r"(?:[\d.,%/:=\-]+(?:ms|s|m|h|d|gb|mb|kb|b|x)?)+", re.IGNORECASE)
+NEGATION = re.compile(r"[" + "".join(sorted(NEGATION_CHARS)) + r"]|\b(?:" + "|".join(
+    re.escape(w) for w in sorted(NEGATION_WORDS, key=len, reverse=True)) + r")\b", re.IGNORECASE)
+
+# A claim that something was not found or does not exist.
+ABSENCE = re.compile(r"未检索到|未找到|没有找到|未发现|没有发现|不存在|没有|无相关|并无|"
+                     r"\bno\b(?:\s+\S+){0,4}?\s+(?:found|matched|exists?|present)|\bnot\s+(?:found|present|exist)|"
+                     r"\bnothing\b|\bthere\s+(?:is|are)\s+no\b|\bno evidence\b|\bdoes\s+not\s+(?:have|show|exist)",
+                     re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class CitedRef:
+    """What one passing binding of a claim points at, as code sees it."""
+
+    tool_name: str
+    text: str  # the whole ref text, or the no-hit message for a search that found nothing
+    no_hit: bool
+    searched: str  # the call that was made, e.g. query_logs(query='HikariCP', service='inventory-service')
+    backfilled: bool
+    indirect: bool  # runbooks and knowledge: what to check, never what is happening now
+
+
+def _fold(text: str) -> str:
+    return unicodedata.normalize("NFKC", text)
+
+
+def ungrounded_numbers(claim: Claim) -> list[str]:
+    """Numbers in the claim text whose value appears in none of the claim's excerpts."""
+    grounded = {float(n) for b in claim.evidence_bindings for n in NUMBER.findall(_fold(b.evidence_excerpt))}
+    stated = NUMBER.findall(_fold(claim.claim_text))
+    return [n for n in dict.fromkeys(stated) if float(n) not in grounded]
+
+
+def negated(text: str) -> bool:
+    return NEGATION.search(_fold(text)) is not None
+
+
+def code_sees_support(claim: Claim) -> bool:
+    """Every number, name and identifier of the claim occurs in its excerpts, with the same polarity."""
+    excerpts = " ".join(b.evidence_excerpt for b in claim.evidence_bindings)
+    if not excerpts.strip() or ungrounded_numbers(claim):
+        return False
+    folded = _fold(excerpts).casefold()
+    if any(token.casefold() not in folded for token in IDENTIFIER.findall(_fold(claim.claim_text))):
+        return False
+    return negated(claim.claim_text) == negated(excerpts)
+
+
+def ungrounded_names(claim: Claim, refs: list[CitedRef], names: tuple[str, ...]) -> list[str]:
+    """Identifiers and catalog names (services, alerts) in the claim that none of its cited refs contains."""
+    text = _fold(" ".join(ref.text for ref in refs)).casefold()
+    claim_text = _fold(claim.claim_text)
+    stated = [t for t in IDENTIFIER.findall(claim_text) if not MEASURE.fullmatch(t)]
+    stated += [n for n in names if mentions(claim_text, [n.casefold()])]
+    return [t for t in dict.fromkeys(stated) if t.casefold() not in text]
+
+
+def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target: Target,
+                   excluded_terms: tuple[str, ...] = (), names: tuple[str, ...] = ()) -> dict[str, list[Finding]]:
+    """Deterministic reasons a claim cannot be verified, whatever the verifier would say.
+    `names` are the active catalog's service and alert names."""
+    blockers: dict[str, list[Finding]] = {}
+
+    def block(claim: Claim, rule: str, message: str) -> None:
+        blockers.setdefault(claim.claim_id, []).append(Finding(rule=rule, claim_id=claim.claim_id, message=message))
+
+    for claim in claims:
+        refs = cited.get(claim.claim_id, [])
+        if not refs:
+            continue
+        if hits := mentions(claim.claim_text, excluded_terms):
+            block(claim, "verdict.excluded_topic", f"the claim names {', '.join(hits)}, which the user excluded")
+        if reason := off_topic(claim.claim_text, [ref.text for ref in refs], target):
+            block(claim, "verdict.off_topic", reason)
+        if (claim.claim_type == "negative_observation" or ABSENCE.search(_fold(claim.claim_text))) \
+                and not all(ref.no_hit for ref in refs):
+            block(claim, "verdict.absence_on_hit", "a claim that nothing was found must rest on searches that found "
+                  "nothing, but this one cites evidence that was found")
+        if all(ref.no_hit for ref in refs) and not (claim.claim_type == "negative_observation"
+                                                     and negated(claim.claim_text)):
+            block(claim, "verdict.no_hit_positive", "a search that found nothing can only support the statement "
+                  "that nothing matched; this claim says more")
+        if all(ref.backfilled for ref in refs):
+            block(claim, "verdict.backfill_only", "every citation of this claim was auto-backfilled; backfill is "
+                  "compatibility only and never grounds for PASS")
+        if all(ref.indirect for ref in refs):
+            block(claim, "verdict.runbook_only", "the claim rests only on runbooks or knowledge, which say what to "
+                  "check, never what is happening now")
+        if missing := ungrounded_numbers(claim):
+            block(claim, "verdict.ungrounded_number",
+                  f"numbers {', '.join(missing)} in the claim occur in none of its excerpts")
+        if missing := ungrounded_names(claim, refs, names):
+            block(claim, "verdict.ungrounded_name",
+                  f"{', '.join(missing)} in the claim occur in none of the refs it cites")
+    return blockers
+
+
+def _binding_failures(gate: GatekeeperResult) -> tuple[dict[str, list[str]], set[str], dict[str, int]]:
+    failures: dict[str, list[str]] = {}
+    rejected: set[str] = set()
+    counts: dict[str, int] = {}
+    for cb in gate.checked_bindings:
+        if cb.claim_id is None:
+            continue
+        counts[cb.claim_id] = counts.get(cb.claim_id, 0) + 1
+        if cb.status != "pass":
+            failures.setdefault(cb.claim_id, []).append(f"{cb.rule}: {cb.message}")
+        if cb.severity == "reject":
+            rejected.add(cb.claim_id)
+    return failures, rejected, counts
+
+
+def enforce(
+    gate: GatekeeperResult,
+    claims: list[Claim],
+    judgements: dict[str, ClaimJudgement],
+    blockers: dict[str, list[Finding]],
+    stage_errors: list[Finding],
+    *,
+    verifier_ran: bool,
+) -> tuple[VerifierEvaluation, list[VerifiedClaim]]:
+    overrides: list[Finding] = [finding for found in blockers.values() for finding in found]
+    failures, rejected, counts = _binding_failures(gate)
+    results: list[VerifiedClaim] = []
+    final: list[ClaimJudgement] = []
+    contradicted = False
+    for claim in claims:
+        cid = claim.claim_id
+        judgement = judgements.get(cid)
+        status, why = "downgraded", ""
+        if gate.severity == "reject" or cid in rejected:
+            status, why = "blocked", "; ".join(failures.get(cid, [])) or "the gatekeeper rejected this run's citations"
+        elif gate.severity != "none":
+            why = "; ".join(failures.get(cid, [])) or "the gatekeeper found missing or incomplete citations in this run"
+        elif cid in failures or not counts.get(cid):
+            why = "; ".join(failures.get(cid, [])) or "claim has no evidence bindings"
+        elif cid in blockers:
+            why = "; ".join(finding.message for finding in blockers[cid])
+        elif judgement is None:
+            why = "no verifier judgement for this claim"
+            if verifier_ran:
+                overrides.append(Finding(rule="verdict.missing_judgement", claim_id=cid, message=why))
+        elif judgement.judgement == "supported":
+            status, why = "verified", judgement.reason
+        elif judgement.judgement == "contradicted" and code_sees_support(claim):
+            why = f"verifier said contradicted ({judgement.reason}), but every number, name and identifier of the " \
+                  "claim occurs in its excerpts with the same polarity: a disagreement, so LOW_CONFID"
+            overrides.append(Finding(rule="verdict.verifier_disagreement", claim_id=cid, message=why))
+        elif judgement.judgement == "contradicted":
+            status, why, contradicted = "blocked", f"the excerpts contradict the claim: {judgement.reason}", True
+        else:
+            why = f"the claim over-reaches its excerpts: {judgement.reason}"
+        results.append(VerifiedClaim(claim=claim, verification_status=status, reason=why))
+        verdict = {"verified": "PASS", "blocked": "REJECT"}.get(status, "LOW_CONFID")
+        final.append(ClaimJudgement(claim_id=cid, verdict=verdict, judgement=judgement.judgement if judgement else None,
+                                    reason=why))
+
+    verified = sum(r.verification_status == "verified" for r in results)
+    if gate.severity == "reject":
+        verdict, reason = "REJECT", "the gatekeeper rejected fabricated or mismatched citations"
+    elif gate.severity == "low_confid":
+        verdict, reason = "LOW_CONFID", "the gatekeeper found missing or incomplete citations"
+    elif stage_errors:
+        rules = ", ".join(sorted({e.rule for e in stage_errors}))
+        verdict, reason = "LOW_CONFID", f"an evidence stage failed ({rules})"
+        if verified:
+            overrides.append(Finding(rule="verdict.stage_error", message=f"{reason}; PASS capped at LOW_CONFID"))
+    elif contradicted:
+        verdict, reason = "REJECT", "the verifier found a claim contradicted by its own excerpts"
+    elif verified:
+        verdict, reason = "PASS", f"{verified} of {len(claims)} claim(s) verified"
+    else:
+        verdict, reason = "LOW_CONFID", "no claim could be verified"
+    evaluation = VerifierEvaluation(
+        gatekeeper_result=gate,
+        verdict=verdict,
+        groundedness_score=round(verified / len(claims), 3) if claims else 0.0,
+        claim_judgements=final,
+        reason=reason,
+        code_overrides=overrides,
+    )
+    return evaluation, results

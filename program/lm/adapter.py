@@ -1,0 +1,233 @@
+"""A JSONAdapter whose response schema can be narrowed per call.
+
+Structured decoding (a llama.cpp grammar locally, strict JSON schema on providers that support it)
+can only produce what the schema allows. Narrowing the schema per call is the strongest lever
+against invented citations: the executor may only pick (tool_name, invocation id, raw_path)
+triples that exist in this session, and the tool step only real service and alert names.
+
+Cite by choosing, not by writing: under constraints, a binding's excerpt is chosen from the
+verbatim spans of its ref (the whole text and its clauses), as Anthropic's Citations API lets the
+model point at a passage instead of typing it. The gatekeeper still checks every quote: it is the
+assertion for every LM, including hosted ones that cannot be constrained.
+
+``compact=True`` drops the JSON schemas from the system prompt (the decoder enforces them anyway),
+which shortens prompts for small local models.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+import dspy
+from dspy.adapters.utils import serialize_for_json
+from pydantic import BaseModel
+
+from program.evidence.matching import match_excerpt
+from signatures.contracts import TOOL_PARAMETERS, ToolCall, ToolInvocation
+from tools.catalog import Catalog
+
+SchemaPatch = Callable[[dict], dict]
+_patch: ContextVar[SchemaPatch | None] = ContextVar("schema_patch", default=None)
+TEXT_MAX_CHARS = 200
+NARROW_MAX_CLAIMS = 2
+BROAD_MAX_CLAIMS = 4
+# Clause boundaries inside a ref: "HighMemoryUsage firing, ...; JVM heap usage 3.8GB/4GB; ...".
+CLAUSE = re.compile(r"\s*[;；]\s*")
+
+
+@contextmanager
+def constrained(patch: SchemaPatch | None) -> Iterator[None]:
+    token = _patch.set(patch)
+    try:
+        yield
+    finally:
+        _patch.reset(token)
+
+
+class ConstrainedJSONAdapter(dspy.JSONAdapter):
+    def __init__(self, *, compact: bool = False, **kwargs):
+        super().__init__(**kwargs)
+        self.compact = compact
+
+    def _prepare_response_format(self, lm, lm_kwargs, signature):
+        super()._prepare_response_format(lm, lm_kwargs, signature)
+        patch = _patch.get()
+        fmt = lm_kwargs.get("response_format")
+        if patch is not None and isinstance(fmt, type) and issubclass(fmt, BaseModel):
+            narrowed = patch(copy.deepcopy(fmt.model_json_schema()))
+            # DSPy builds this model afresh for every call, so replacing its schema is local to the call.
+            fmt.model_json_schema = lambda *args, **kwargs: narrowed
+
+    def format_field_with_value(self, fields_with_values, role: str = "user") -> str:
+        if not self.compact or role == "user":
+            return super().format_field_with_value(fields_with_values, role=role)
+        # One line, as grammar-constrained decoding writes it: demos in DSPy's indented layout
+        # differ from what the grammar lets the model emit, and a small model then stops copying them.
+        values = {field.name: _as_emitted(value) for field, value in fields_with_values.items()}
+        return json.dumps(serialize_for_json(values), ensure_ascii=False)
+
+    def format_field_structure(self, signature) -> str:
+        if not self.compact:
+            return super().format_field_structure(signature)
+        inputs = ", ".join(f"[[ ## {name} ## ]]" for name in signature.input_fields)
+        outputs = ", ".join(f'"{name}"' for name in signature.output_fields)
+        return f"Inputs come in sections {inputs}. Answer with one JSON object with the keys {outputs}."
+
+
+def _as_emitted(value):
+    """A demo value as the grammar lets the model write it: a tool call carries only its own arguments."""
+    if isinstance(value, list) and value and all(isinstance(v, ToolCall) for v in value):
+        return [{"tool_name": v.tool_name, **{k: getattr(v, k) for k in TOOL_PARAMETERS[v.tool_name]}} for v in value]
+    return value
+
+
+def adapter_for(lm) -> ConstrainedJSONAdapter:
+    """Compact prompts for the embedded model, whose decoder enforces the schema anyway."""
+    from program.lm.engine import is_embedded
+
+    return ConstrainedJSONAdapter(compact=is_embedded(lm))
+
+
+def _set_lengths(schema: dict, max_items: dict[str, int]) -> None:
+    """Bound list sizes by property name and every free string, so a looping model stops."""
+    stack = [schema]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, dict):
+            continue
+        for name, prop in (node.get("properties") or {}).items():
+            if isinstance(prop, dict) and prop.get("type") == "array" and name in max_items:
+                prop["maxItems"] = max_items[name]
+            if isinstance(prop, dict) and prop.get("type") == "string" and "enum" not in prop:
+                prop.setdefault("maxLength", TEXT_MAX_CHARS)
+        stack.extend(v for v in node.values() if isinstance(v, dict))
+        for value in node.values():
+            if isinstance(value, list):
+                stack.extend(v for v in value if isinstance(v, dict))
+
+
+def ref_spans(text: str) -> list[str]:
+    """The verbatim spans a binding may quote from one ref: the whole text, then each clause that
+    the gatekeeper itself would accept as an excerpt of it."""
+    spans = [text]
+    for clause in CLAUSE.split(text):
+        if clause and clause not in spans and match_excerpt(clause, text).ok:
+            spans.append(clause)
+    return spans
+
+
+def citation_options(invocations: list[ToolInvocation]) -> list[tuple[str, int, str | None, list[str]]]:
+    """Every (tool, invocation id, raw_path, spans) a binding may name; raw_path None is a no-hit."""
+    options = []
+    for inv in invocations:
+        details = inv.retrieval_details
+        for ref in details.evidence_refs:
+            options.append((inv.tool_name, inv.id, ref.raw_path, ref_spans(ref.text)))
+        if details.evidence_status == "no_evidence" and details.message:
+            options.append((inv.tool_name, inv.id, None, [details.message]))
+    return options
+
+
+def citation_patch(invocations: list[ToolInvocation], *, narrow: bool = False, choose: bool = True) -> SchemaPatch:
+    """Evidence bindings may only name citations that exist in this session. With `choose`, the excerpt
+    is one of the ref's verbatim spans; without, it is free text no longer than the longest ref (a
+    shorter cap cut whole-ref quotes in the middle of a number)."""
+    options = citation_options(invocations)
+    longest = max((len(span) for *_, spans in options for span in spans), default=TEXT_MAX_CHARS)
+
+    def patch(schema: dict) -> dict:
+        # Bindings are unlimited by design; 8 only stops a looping model and is above every gold case.
+        # missing_info is not limited (the design says so); the token budget bounds it.
+        _set_lengths(schema, {"claims": NARROW_MAX_CLAIMS if narrow else BROAD_MAX_CLAIMS, "evidence_bindings": 8,
+                              "hypotheses": 1, "recommended_actions": 1, "basis_claim_ids": 2})
+        defs = schema.get("$defs", {})
+        if options and "EvidenceBinding" in defs:
+            defs["EvidenceBinding"] = {
+                "anyOf": [
+                    {
+                        "type": "object",
+                        "properties": {
+                            "tool_name": {"const": tool},
+                            "source_invocation_id": {"const": inv_id},
+                            "raw_path": {"const": path} if path else {"type": "null"},
+                            "evidence_excerpt": {"enum": spans} if choose else {"type": "string",
+                                                                                 "maxLength": longest},
+                        },
+                        "required": ["tool_name", "source_invocation_id", "raw_path", "evidence_excerpt"],
+                        "additionalProperties": False,
+                    }
+                    for tool, inv_id, path, spans in options
+                ]
+            }
+        return schema
+
+    return patch
+
+
+def tool_call_patch(catalog: Catalog, *, min_calls: int = 0) -> SchemaPatch:
+    """Each call carries only its tool's arguments (each may be null), real service and alert
+    names from the active catalog, and at most four calls. Every shape keeps ToolCall's field
+    order, which is the order demos are written in: a grammar that disagreed with the demos would
+    stop a small model from following them."""
+    null = {"type": "null"}
+    arguments = {
+        "query": {"type": "string", "maxLength": 80},
+        "service": {"anyOf": [{"enum": sorted(catalog.services)}, null]},
+        "alert_name": {"anyOf": [{"enum": sorted(catalog.alert_names)}, null]},
+        "level": {"anyOf": [{"enum": list(catalog.log_levels)}, null]},
+        "state": {"anyOf": [{"enum": list(catalog.alert_states)}, null]},
+    }
+
+    def patch(schema: dict) -> dict:
+        _set_lengths(schema, {"tool_calls": 4})
+        if min_calls and "tool_calls" in schema.get("properties", {}):
+            schema["properties"]["tool_calls"]["minItems"] = min_calls
+        if "ToolCall" in schema.get("$defs", {}):
+            shapes = []
+            for tool, accepted in TOOL_PARAMETERS.items():
+                # Only the tool's own arguments: writing the others as null costs tokens and says nothing.
+                props = {"tool_name": {"const": tool}}
+                props.update({name: arguments[name] for name in arguments if name in accepted})
+                shapes.append({"type": "object", "properties": props, "required": list(props),
+                               "additionalProperties": False})
+            schema["$defs"]["ToolCall"] = {"anyOf": shapes}
+        return schema
+
+    return patch
+
+
+def length_patch(max_items: dict[str, int]) -> SchemaPatch:
+    def patch(schema: dict) -> dict:
+        _set_lengths(schema, max_items)
+        return schema
+
+    return patch
+
+
+def chain(*patches: SchemaPatch) -> SchemaPatch:
+    def patch(schema: dict) -> dict:
+        for each in patches:
+            schema = each(schema)
+        return schema
+
+    return patch
+
+
+def drop_properties(definition: str, names: tuple[str, ...]) -> SchemaPatch:
+    """Leave optional properties out of a model's schema, so the LM does not spend tokens on them."""
+
+    def patch(schema: dict) -> dict:
+        target = schema.get("$defs", {}).get(definition)
+        if target:
+            for name in names:
+                target.get("properties", {}).pop(name, None)
+                if name in target.get("required", []):
+                    target["required"].remove(name)
+        return schema
+
+    return patch

@@ -1,0 +1,215 @@
+"""Language-model setup: one setting picks the LM for every stage.
+
+``DIAGNOSIS_LM`` (or the ``--lm`` flag, or ``diagnose(lm=...)``) takes any model string that
+DSPy/litellm understands, e.g. ``openai/gpt-4o-mini`` or ``ollama_chat/qwen2.5:7b``; provider keys
+come from the environment as usual, and ``DIAGNOSIS_LM_API_BASE`` sets an api_base (vLLM, Ollama).
+The default, ``embedded``, runs Qwen2.5-Coder-1.5B-Instruct (Q4_K_M) in-process through llama.cpp;
+``embedded-small`` runs the 0.5B sibling. Both are offline, CPU only, and come from pinned PyPI
+data packages checked by size and sha256 (``program.lm.models``).
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import re
+import threading
+from functools import lru_cache
+
+import dspy
+from dspy.clients.engines.base import validate_request
+from dspy.lm15 import Message, Response, TextPart, Usage
+
+from program.lm.models import EMBEDDED_MODELS, EmbeddedModel, assemble
+
+EMBEDDED = "embedded"
+DEFAULT_MAX_TOKENS = 700
+CONTEXT_TOKENS = 6144
+# One saved state per stage prompt is enough to reuse each stage's shared prefix. A saved state is
+# the KV cache plus a copy of the logits buffer (hundreds of MB with Qwen's vocabulary), which the
+# library's byte budget does not count, so the cache is bounded by entries.
+STATE_CACHE_ENTRIES = 5
+# llama.cpp's schema grammar allows no newline between JSON tokens, but Qwen writes indented JSON:
+# denied a newline, greedy decoding closes every list at once. Allow newlines and indentation.
+GRAMMAR_SPACE = 'space ::= | " " | "\\n" [ \\t]{0,24}'
+
+
+def text_of(parts) -> str:
+    """The text of a DSPy 3.4 request part list (or a plain string)."""
+    if parts is None:
+        return ""
+    if isinstance(parts, str):
+        return parts
+    return "".join(getattr(p, "text", "") or "" for p in parts)
+
+
+def chat_messages(request) -> list[dict]:
+    """The request as chat turns, for the GGUF's own chat template."""
+    messages = [{"role": "system", "content": text_of(request.system).strip()}] if request.system else []
+    for message in request.messages:
+        role = "assistant" if message.role == "assistant" else "user"
+        messages.append({"role": role, "content": (message.text or "").strip()})
+    return messages
+
+
+def schema_grammar_text(schema_json: str) -> str:
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    gbnf = json_schema_to_gbnf(schema_json)
+    return re.sub(r"^space ::= .*$", lambda _: GRAMMAR_SPACE, gbnf, count=1, flags=re.MULTILINE)
+
+
+class LlamaEngine:
+    """A DSPy 3.4 engine over llama-cpp-python. llama.cpp is not thread-safe: calls are serialised.
+
+    Requests are rendered with the GGUF's chat template. When the adapter asks for a JSON schema
+    (JSONAdapter does, because this engine declares ``supports_response_schema``), decoding is
+    constrained by a grammar built from that schema, so the output always parses. llama.cpp keeps
+    the longest common token prefix of consecutive prompts, so calls that share a prefix are cheaper.
+    """
+
+    supports_response_schema = True
+    supported_params = frozenset({"max_tokens", "temperature", "top_p", "top_k", "stop", "seed", "response_format"})
+
+    def __init__(self, model: EmbeddedModel | None = None, *, model_path: str | None = None,
+                 n_ctx: int = CONTEXT_TOKENS, n_threads: int | None = None, use_grammar: bool = True):
+        self.model = model or EMBEDDED_MODELS[EMBEDDED]
+        self.model_path = model_path
+        self.n_ctx = n_ctx
+        self.n_threads = n_threads or max(1, os.cpu_count() or 1)
+        self.use_grammar = use_grammar
+        self._lock = threading.Lock()
+        self._llm = None
+
+    def _load(self):
+        if self._llm is None:
+            from program.lm.grammar_sampling import GreedyGrammarLlama, StageStateCache
+
+            path = self.model_path or str(assemble(self.model))
+            self._llm = GreedyGrammarLlama(model_path=path, n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
+            # Each stage's prompt starts with the same instructions and demos: keeping the model state
+            # after each call lets the next call of that stage skip its shared prefix.
+            self._llm.set_cache(StageStateCache(STATE_CACHE_ENTRIES))
+            # Free the model before interpreter teardown, when llama.cpp's bindings are already gone.
+            atexit.register(self.close)
+        return self._llm
+
+    @staticmethod
+    @lru_cache(maxsize=64)
+    def _grammar(schema_json: str):
+        from llama_cpp import LlamaGrammar
+
+        return LlamaGrammar.from_string(schema_grammar_text(schema_json), verbose=False)
+
+    def complete(self, request) -> Response:
+        validate_request(request)
+        config = request.config
+        grammar = None
+        fmt = config.response_format or {}
+        if self.use_grammar and fmt.get("type") == "json_schema" and fmt.get("schema"):
+            # Keep the schema's key order: the grammar emits properties in that order.
+            grammar = self._grammar(json.dumps(fmt["schema"]))
+        elif self.use_grammar and fmt.get("type") == "json_object":
+            grammar = self._grammar(json.dumps({"type": "object"}))
+        with self._lock:
+            out = self._load().create_chat_completion(
+                messages=chat_messages(request),
+                max_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
+                temperature=0.0 if config.temperature is None else config.temperature,
+                top_p=config.top_p if config.top_p is not None else 1.0,
+                top_k=config.top_k if config.top_k is not None else 40,
+                stop=list(config.stop or ()) or None,
+                seed=config.seed if config.seed is not None else 0,
+                grammar=grammar,
+            )
+        choice = out["choices"][0]
+        usage = out.get("usage") or {}
+        return Response(
+            id=out.get("id"),
+            model=self.model.model,
+            message=Message.assistant([TextPart(choice["message"].get("content") or "")]),
+            finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
+            usage=Usage(input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens")),
+        )
+
+    def stream(self, request):
+        from dspy.lm15 import response_to_events
+
+        return response_to_events(self.complete(request))
+
+    def close(self) -> None:
+        with self._lock:
+            if self._llm is not None:
+                self._llm.close()
+            self._llm = None
+
+
+_embedded_lock = threading.Lock()
+_embedded: dict[str, dspy.LM] = {}
+
+
+def embedded_lm(name: str = EMBEDDED, max_tokens: int = DEFAULT_MAX_TOKENS) -> dspy.LM:
+    """One loaded model per embedded name, shared by every stage and every diagnosis in the process."""
+    model = EMBEDDED_MODELS[name]
+    with _embedded_lock:
+        key = f"{name}:{max_tokens}"
+        if key not in _embedded:
+            _embedded[key] = dspy.LM(model.model, engine=LlamaEngine(model), temperature=0.0, max_tokens=max_tokens)
+        return _embedded[key]
+
+
+def is_embedded(lm) -> bool:
+    return str(getattr(lm, "model", "")).startswith("embedded/")
+
+
+def lm_spec(spec: str | None = None) -> str:
+    return (spec or os.environ.get("DIAGNOSIS_LM") or EMBEDDED).strip()
+
+
+def resolve_lm(spec: str | dspy.BaseLM | None = None) -> dspy.BaseLM:
+    """The LM for every stage: an LM object as given, an embedded model, or any litellm model string."""
+    if isinstance(spec, dspy.BaseLM):
+        return spec
+    name = lm_spec(spec)
+    for short, model in EMBEDDED_MODELS.items():
+        if name in (short, model.model):
+            return embedded_lm(short)
+    kwargs = {"temperature": 0.0, "max_tokens": int(os.environ.get("DIAGNOSIS_LM_MAX_TOKENS", "2000")), "num_retries": 1}
+    if os.environ.get("DIAGNOSIS_LM_API_BASE"):
+        kwargs["api_base"] = os.environ["DIAGNOSIS_LM_API_BASE"]
+    return dspy.LM(name, **kwargs)
+
+
+def preflight(lm) -> tuple[str, str] | None:
+    """(rule, message) when a provider LM cannot work, found before planning: an unknown provider,
+    a missing key, or an endpoint that refuses connections. None when it looks usable. LMs with
+    an in-process engine (embedded, scripted, replayed) need no check."""
+    if not isinstance(getattr(lm, "engine", None), str):
+        return None
+    import litellm
+
+    try:
+        _, provider, _, _ = litellm.get_llm_provider(lm.model)
+    except Exception:  # litellm raises its own BadRequestError for an unknown provider
+        return "lm.not_configured", f"model {lm.model!r} names no provider litellm knows (e.g. openai/gpt-4o-mini)"
+    api_base = lm.kwargs.get("api_base") or ("http://localhost:11434" if provider.startswith("ollama") else None)
+    if api_base:
+        return _reachable(api_base)
+    missing = litellm.validate_environment(lm.model).get("missing_keys") or []
+    if missing:
+        return "lm.not_configured", f"model {lm.model!r} needs {', '.join(missing)} in the environment"
+    return None
+
+
+def _reachable(api_base: str) -> tuple[str, str] | None:
+    import socket
+    from urllib.parse import urlparse
+
+    parts = urlparse(api_base if "://" in api_base else f"http://{api_base}")
+    port = parts.port or (443 if parts.scheme == "https" else 80)
+    try:
+        with socket.create_connection((parts.hostname or "localhost", port), timeout=3):
+            return None
+    except OSError as exc:
+        return "lm.unreachable", f"the LM endpoint {api_base} does not answer: {exc.strerror or exc}"

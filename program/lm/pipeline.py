@@ -1,0 +1,430 @@
+"""The diagnosis program: planner -> executor tool use -> executor citations -> VerifierInputHook
+(backfill, trace summary, gatekeeper) -> verifier -> composer -> audit record.
+
+Every LM stage is wrapped: an LM error, a timeout or unparseable output is recorded as a finding
+and the run fails closed (LOW_CONFID or REJECT), it never crashes and never passes.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from contextlib import contextmanager, nullcontext
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+import dspy
+from dspy.utils.callback import BaseCallback
+
+from program.lm.adapter import chain, citation_patch, constrained, drop_properties, length_patch, tool_call_patch
+from program.evidence.answer import deterministic_answer, fact_line, scan_answer
+from program.entry.audit import AuditStore, this_process
+from program.evidence.hook import VerifierInputHook
+from program.lm.engine import is_embedded, preflight
+from program.evidence.parsing import salvage_executor_output
+from program.evidence.relevance import question_target
+from program.evidence.scope import read_scope
+from program.evidence.trace_summary import LEVEL_BY_TOOL
+from program.evidence.verdict import CitedRef, claim_blockers, enforce
+from signatures.contracts import (
+    Claim,
+    ClaimJudgement,
+    ComposerOutput,
+    DiagnosisResult,
+    DiagnosisSession,
+    ExecutorAttempt,
+    ExecutorOutput,
+    Finding,
+    GatekeeperResult,
+    ParseStatus,
+    PlannerOutput,
+    RetryContext,
+    SelfEvaluation,
+    StageUsage,
+    ToolCall,
+    VerifierInput,
+)
+from signatures.demos import executor_demos, judge_demos, planner_demos
+from signatures.diagnosis import CiteEvidence, ComposeAnswer, GatherEvidence, JudgeClaim, PlanDiagnosis
+from tools.catalog import active_catalog
+from tools.recorder import ToolInvocationRecorder, render_observations
+
+log = logging.getLogger(__name__)
+PLAN_LIMITS = {"target_services": 3, "topics": 3, "excluded_topics": 6}
+JUDGEMENT_VERDICT = {"supported": "PASS", "over-reaches": "LOW_CONFID", "contradicted": "REJECT"}
+_current_stage: ContextVar[StageUsage | None] = ContextVar("diagnosis_stage", default=None)
+
+
+class _CallCounter(BaseCallback):
+    """Counts LM calls (cache hits included) for whichever stage is running in this context."""
+
+    def on_lm_start(self, call_id, instance, inputs):
+        usage = _current_stage.get()
+        if usage is not None:
+            usage.lm_calls += 1
+
+
+CALL_COUNTER = _CallCounter()
+
+
+def _is_connection_error(exc: BaseException) -> bool:
+    text = f"{type(exc).__name__} {exc}".lower()
+    return any(k in text for k in ("connection", "connect", "unreachable", "timed out", "timeout", "apiconnection",
+                                   "name resolution", "refused"))
+
+
+def _stage_error(stage: str, exc: BaseException) -> Finding:
+    if isinstance(exc, dspy.AdapterParseError):
+        return Finding(rule=f"lm.{stage}.unparseable", message=f"{stage} output did not parse: {str(exc)[:300]}")
+    rule = "lm.unreachable" if _is_connection_error(exc) else f"lm.{stage}.error"
+    return Finding(rule=rule, message=f"{stage} LM call failed: {type(exc).__name__}: {str(exc)[:300]}")
+
+
+
+class Diagnosis(dspy.Module):
+    """Planner (with the first tool calls) -> more tool rounds for broad questions -> executor
+    citations -> hook and gatekeeper -> code checks -> verifier, one claim at a time -> composer."""
+
+    def __init__(self, store: AuditStore | None = None, *, max_tool_rounds: int = 2, max_calls_per_round: int = 4,
+                 max_executor_attempts: int = 2, constrain: bool | None = None, cite_by_choosing: bool = True):
+        super().__init__()
+        # Output budgets per stage keep a looping model from running to the context limit.
+        self.planner = dspy.Predict(PlanDiagnosis, max_tokens=300)
+        self.planner.demos = planner_demos()
+        self.gather = dspy.Predict(GatherEvidence, max_tokens=250)
+        self.executor = dspy.Predict(CiteEvidence, max_tokens=900)
+        self.executor.demos = executor_demos()
+        self.verifier = dspy.Predict(JudgeClaim, max_tokens=120)
+        self.verifier.demos = judge_demos()
+        self.composer = dspy.Predict(ComposeAnswer, max_tokens=250)
+        self._store = store
+        self.max_tool_rounds = max_tool_rounds
+        self.max_calls_per_round = max_calls_per_round
+        self.max_executor_attempts = max_executor_attempts
+        self.progress = None  # optional callable(stage_name) for a UI
+        # Narrow each response schema to real citations and names; None: only for the embedded model.
+        self.constrain = constrain
+        # Under constraints, an excerpt is chosen from its ref's verbatim spans rather than typed.
+        self.cite_by_choosing = cite_by_choosing
+
+    def _constraining(self) -> bool:
+        if self.constrain is not None:
+            return self.constrain
+        return is_embedded(dspy.settings.lm)
+
+    def _patch(self, patch):
+        return constrained(patch if self._constraining() else None)
+
+    @property
+    def store(self) -> AuditStore:
+        if self._store is None:
+            self._store = AuditStore()
+        return self._store
+
+    @store.setter
+    def store(self, store: AuditStore) -> None:
+        self._store = store
+
+    @contextmanager
+    def _stage(self, usage: dict[str, StageUsage], name: str):
+        entry = usage.setdefault(name, StageUsage())
+        if self.progress is not None:
+            self.progress(name)
+        token = _current_stage.set(entry)
+        started = time.perf_counter()
+        try:
+            with dspy.track_usage() as tracker:
+                yield
+        finally:
+            for totals in tracker.get_total_tokens().values():
+                entry.prompt_tokens += int(totals.get("prompt_tokens") or 0)
+                entry.completion_tokens += int(totals.get("completion_tokens") or 0)
+            entry.seconds = round(entry.seconds + time.perf_counter() - started, 3)
+            _current_stage.reset(token)
+
+    def forward(self, question: str, session_id: str | None = None) -> dspy.Prediction:
+        callbacks = [*dspy.settings.callbacks, CALL_COUNTER] if CALL_COUNTER not in dspy.settings.callbacks else None
+        run = _Run(question=question, session_id=session_id or f"diag-{uuid.uuid4().hex[:12]}",
+                   lm_model=getattr(dspy.settings.lm, "model", "") or "", store=self.store)
+        with dspy.context(callbacks=callbacks) if callbacks else nullcontext():
+            problem = preflight(dspy.settings.lm)
+            if problem:
+                return run.fail(Finding(rule=problem[0], message=problem[1]))
+            try:
+                return self._run(run)
+            except Exception as exc:
+                # A bug in deterministic code must not surface as a crash or a PASS: record it and fail closed.
+                log.exception("diagnosis %s failed", run.session_id)
+                return run.fail(Finding(rule="pipeline.internal_error", message=f"{type(exc).__name__}: {exc}"))
+            except BaseException:
+                # Ctrl-C or a shutdown: the record says so on the way out, then the interrupt goes on.
+                run.interrupted()
+                raise
+
+    def _run(self, run: _Run) -> dspy.Prediction:
+        run.store.save_session(run.record)
+        self._plan(run)
+        self._gather(run)
+        verifier_input = self._cite_and_check(run)
+        evaluation, claim_results = self._verify(run, verifier_input)
+        composer = self._compose(run, evaluation.verdict, claim_results, verifier_input)
+        return run.finish(evaluation, claim_results, composer)
+
+    def _plan(self, run: _Run) -> None:
+        """The plan and the first round of tool calls come from one LM call."""
+        calls: list[ToolCall] = []
+        # The first round's tool calls are the evidence plan, so the plan does not spell it out again;
+        # and a question that excludes nothing leaves no room for the planner to invent exclusions.
+        limits = {**PLAN_LIMITS, "excluded_topics": PLAN_LIMITS["excluded_topics"] if run.scope.excluded_topics else 0}
+        patch = chain(length_patch(limits), drop_properties("PlannerOutput", ("evidence_plan",)),
+                      tool_call_patch(run.catalog, min_calls=1))
+        try:
+            with self._stage(run.usage, "planner"), self._patch(patch):
+                pred = self.planner(question=run.question)
+            run.plan, calls = pred.plan, list(pred.tool_calls)
+        except Exception as exc:
+            run.errors.append(_stage_error("planner", exc))
+        run.scope = read_scope(run.question, run.plan.excluded_topics)
+        run.record.planner_output = run.plan
+        # Alerts first: the executor quotes the observations in order, and the alert is the primary evidence.
+        self._call_tools(run, [*self._named_alert_calls(run, calls), *calls])
+
+    def _named_alert_calls(self, run: _Run, calls: list[ToolCall]) -> list[ToolCall]:
+        """An alert the question names, on a service it names, is always looked up: the planner may
+        choose more evidence, but never less than the question itself spells out."""
+        asked = {(c.service, (c.alert_name or "").casefold()) for c in calls if c.tool_name == "query_metrics"}
+        added = []
+        for service in run.target.services:
+            for alert in run.target.alerts:
+                if (service, alert.casefold()) not in asked:
+                    added.append(ToolCall(tool_name="query_metrics", service=service, alert_name=alert))
+        if added:
+            run.record.notes.append(Finding(rule="planner.named_alert_added", message="the question names "
+                                      + ", ".join(f"{c.alert_name} on {c.service}" for c in added)
+                                      + ", which the planner did not query; code added the lookup"))
+        return added
+
+    def _gather(self, run: _Run) -> None:
+        """More rounds only where they can help: a broad question, or a plan that gathered nothing."""
+        patch = tool_call_patch(run.catalog)
+        for _ in range(self.max_tool_rounds - 1):
+            if run.scope.narrow and run.recorder.invocations:
+                return
+            try:
+                with self._stage(run.usage, "executor_tools"), self._patch(patch):
+                    calls = self.gather(question=run.question, plan=run.plan,
+                                        observations=render_observations(run.recorder.invocations)).tool_calls
+            except Exception as exc:
+                run.errors.append(_stage_error("executor_tools", exc))
+                return
+            if not self._call_tools(run, calls):
+                return
+
+    def _call_tools(self, run: _Run, calls: list[ToolCall]) -> bool:
+        """Run the calls that were not made before; False when there was nothing new to run."""
+        run.record.tool_requests.append(list(calls))
+        done = {(inv.tool_name, tuple(sorted(inv.input.items()))) for inv in run.recorder.invocations}
+        fresh = []
+        for call in calls:
+            key = (call.tool_name, tuple(sorted(call.arguments().items())))
+            if key not in done:
+                done.add(key)
+                fresh.append(call)
+        if len(fresh) > self.max_calls_per_round:
+            run.errors.append(Finding(rule="executor.too_many_tool_calls",
+                                      message=f"asked for {len(fresh)} calls; ran the first {self.max_calls_per_round}"))
+        for call in fresh[: self.max_calls_per_round]:
+            run.recorder.call(call.tool_name, **call.arguments())
+        return bool(fresh)
+
+    def _cite_and_check(self, run: _Run) -> VerifierInput:
+        """Executor citations, then the hook; one bounded retry after a gatekeeper reject."""
+        hook = VerifierInputHook(run.store)
+        retry_context: RetryContext | None = None
+        for attempt in range(1, self.max_executor_attempts + 1):
+            output, parse_status = self._cite(run, retry_context)
+            verifier_input = hook.run(session_id=run.session_id, original_query=run.question, executor_output=output,
+                                      parse_status=parse_status, retry_context=retry_context)
+            gate = verifier_input.gatekeeper_result
+            run.record.executor_attempts.append(ExecutorAttempt(attempt=attempt, executor_output=output,
+                                                                parse_status=parse_status, gatekeeper_result=gate,
+                                                                retry_context=retry_context))
+            if gate.severity != "reject":
+                break
+            retry_context = RetryContext(attempt=attempt, failed_rules=gate.failed_rules, errors=gate.errors)
+        run.record.executor_output = verifier_input.executor_structured_output
+        run.record.tool_trace_summary = verifier_input.tool_trace_summary
+        return verifier_input
+
+    def _cite(self, run: _Run, retry_context: RetryContext | None) -> tuple[ExecutorOutput, ParseStatus]:
+        if not run.recorder.invocations:
+            # Nothing was gathered, so nothing can be cited: asking the LM would only invite invention.
+            run.errors.append(Finding(rule="executor.no_evidence_gathered",
+                                      message="no tool call was made, so the executor had nothing to cite"))
+            return ExecutorOutput(), ParseStatus(status="valid", detail="no evidence gathered; executor not called")
+        retry_text = "none" if retry_context is None else retry_context.model_dump_json()
+        patch = citation_patch(run.recorder.invocations, narrow=run.scope.narrow, choose=self.cite_by_choosing)
+        try:
+            with self._stage(run.usage, "executor"), self._patch(patch):
+                pred = self.executor(question=run.question, plan=run.plan,
+                                     observations=render_observations(run.recorder.invocations), retry_context=retry_text)
+            return (ExecutorOutput(claims=pred.claims, hypotheses=pred.hypotheses, missing_info=pred.missing_info,
+                                   recommended_actions=pred.recommended_actions),
+                    ParseStatus(status="valid", detail="parsed executor evidence contract"))
+        except dspy.AdapterParseError as exc:
+            run.errors.append(_stage_error("executor", exc))
+            return salvage_executor_output(exc.lm_response)
+        except Exception as exc:
+            run.errors.append(_stage_error("executor", exc))
+            return ExecutorOutput(), ParseStatus(status="invalid", detail=f"executor LM call failed: {type(exc).__name__}")
+
+    def _cited_refs(self, run: _Run, gate: GatekeeperResult) -> dict[str, list[CitedRef]]:
+        """What each claim's passing bindings point at: the whole ref, or the no-hit message."""
+        by_id = {inv.id: inv for inv in run.recorder.invocations}
+        cited: dict[str, list[CitedRef]] = {}
+        for cb in gate.checked_bindings:
+            inv = by_id.get(cb.source_invocation_id)
+            if cb.claim_id is None or cb.status != "pass" or inv is None:
+                continue
+            details = inv.retrieval_details
+            text = details.message if cb.raw_path is None else next(
+                (r.text for r in details.evidence_refs if r.raw_path == cb.raw_path), "")
+            cited.setdefault(cb.claim_id, []).append(CitedRef(
+                tool_name=inv.tool_name, text=text, no_hit=cb.raw_path is None, backfilled=cb.backfilled,
+                searched=f"{inv.tool_name}({', '.join(f'{k}={v!r}' for k, v in inv.input.items())})",
+                indirect=LEVEL_BY_TOOL.get(inv.tool_name) == "indirect"))
+        return cited
+
+    def _verify(self, run: _Run, verifier_input: VerifierInput):
+        """Code checks first; the verifier LM judges only claims that code could still verify."""
+        gate = verifier_input.gatekeeper_result
+        claims = verifier_input.executor_structured_output.claims
+        run.cited = self._cited_refs(run, gate)
+        blockers = claim_blockers(claims, run.cited, run.target, run.scope.excluded_terms, run.catalog.names)
+        failed = {cb.claim_id for cb in gate.checked_bindings if cb.status != "pass"}
+        judgements: dict[str, ClaimJudgement] = {}
+        verifier_ran = False
+        if gate.severity == "none":
+            for claim in claims:
+                if claim.claim_id in blockers or claim.claim_id in failed or not claim.evidence_bindings:
+                    continue
+                verifier_ran = True
+                judgement = self._judge(run, claim)
+                if judgement is not None:
+                    judgements[claim.claim_id] = judgement
+        stage_errors = [e for e in run.errors if e.rule.startswith("lm.")]
+        return enforce(gate, claims, judgements, blockers, stage_errors, verifier_ran=verifier_ran)
+
+    def _judge(self, run: _Run, claim: Claim) -> ClaimJudgement | None:
+        try:
+            with self._stage(run.usage, "verifier"), self._patch(length_patch({})):
+                pred = self.verifier(question=run.question, claim=f"{claim.claim_type}: {claim.claim_text}",
+                                     excerpts=[b.evidence_excerpt for b in claim.evidence_bindings])
+        except Exception as exc:
+            run.errors.append(_stage_error("verifier", exc))
+            return None
+        return ClaimJudgement(claim_id=claim.claim_id, verdict=JUDGEMENT_VERDICT[pred.judgement],
+                              judgement=pred.judgement, reason=pred.reason)
+
+    def _compose(self, run: _Run, verdict: str, claim_results, verifier_input: VerifierInput) -> ComposerOutput:
+        output = verifier_input.executor_structured_output
+        verified = [r.claim for r in claim_results if r.verification_status == "verified"]
+        not_verified = [r.claim for r in claim_results if r.verification_status != "verified"]
+        no_hits = {cid: [ref.searched for ref in refs if ref.no_hit] for cid, refs in run.cited.items()}
+        fallback = deterministic_answer(verdict, verified, output.missing_info,
+                                        verifier_input.gatekeeper_result.failed_rules, run.scope.excluded_terms,
+                                        no_hits)
+        if verdict != "PASS" or all(c.claim_type == "negative_observation" for c in verified):
+            # Nothing positive to phrase: the deterministic answer says exactly what was and was not found.
+            return ComposerOutput(status="deterministic", user_facing_answer=fallback,
+                                  reasons=["no positive verified claim to phrase; the composer LM was not asked"])
+        if run.scope.narrow:
+            # A narrow question asks to confirm one thing: its verified claims, with their evidence, are the answer.
+            return ComposerOutput(status="deterministic", user_facing_answer=fallback,
+                                  reasons=["narrow question: the verified claims are the answer; the composer LM was not asked"])
+        try:
+            with self._stage(run.usage, "composer"), self._patch(length_patch({})):
+                answer = self.composer(question=run.question, verified_facts=[fact_line(c) for c in verified],
+                                       hypotheses=[h.hypothesis_text for h in output.hypotheses],
+                                       missing_info=[m.description for m in output.missing_info]).answer
+        except Exception as exc:
+            finding = _stage_error("composer", exc)
+            run.errors.append(finding)
+            return ComposerOutput(status="fallback", user_facing_answer=fallback, reasons=[finding.message])
+        ref_texts = [ref.text for inv in run.recorder.invocations for ref in inv.retrieval_details.evidence_refs]
+        reasons = scan_answer(answer, verified=verified, blocked=not_verified, excluded_terms=run.scope.excluded_terms,
+                              ref_texts=ref_texts, names=run.catalog.names)
+        if reasons:
+            return ComposerOutput(status="replaced", user_facing_answer=fallback, reasons=reasons)
+        return ComposerOutput(status="valid", user_facing_answer=answer)
+
+
+@dataclass
+class _Run:
+    """The state of one diagnosis while it runs, and how it ends up in the audit record."""
+
+    question: str
+    session_id: str
+    lm_model: str
+    store: AuditStore
+    usage: dict[str, StageUsage] = field(default_factory=dict)
+    errors: list[Finding] = field(default_factory=list)
+    cited: dict[str, list[CitedRef]] = field(default_factory=dict)
+
+    def __post_init__(self):
+        self.record = DiagnosisSession(session_id=self.session_id, query=self.question, process=this_process(),
+                                       created_at=datetime.now(UTC), lm_model=self.lm_model)
+        self.recorder = ToolInvocationRecorder(self.store, self.session_id)
+        self.scope = read_scope(self.question)
+        # One reading of the active source's names per run, used by every stage and check.
+        self.catalog = active_catalog()
+        self.target = question_target(self.question, self.catalog)
+        self.plan = PlannerOutput(scope="narrow" if self.scope.narrow else "broad",
+                                  excluded_topics=list(self.scope.excluded_topics))
+
+    def _close(self, status: str, verdict: str, composer: ComposerOutput, evaluation=None) -> DiagnosisSession:
+        record = self.record
+        record.self_evaluation = SelfEvaluation(verifier_evaluation=evaluation) if evaluation else None
+        record.composer_output = composer
+        record.answer = composer.user_facing_answer
+        record.verdict = verdict
+        record.usage = self.usage
+        record.errors = self.errors
+        record.status = status
+        self.store.save_session(record)
+        return record
+
+    def _prediction(self, result: DiagnosisResult) -> dspy.Prediction:
+        return dspy.Prediction(verdict=result.verdict, answer=result.answer, result=result, record=self.record,
+                               invocations=list(self.recorder.invocations))
+
+    def finish(self, evaluation, claim_results, composer: ComposerOutput) -> dspy.Prediction:
+        self._close("completed", evaluation.verdict, composer, evaluation)
+        return self._prediction(DiagnosisResult(
+            session_id=self.session_id, verdict=evaluation.verdict, answer=composer.user_facing_answer,
+            claims=claim_results, gatekeeper_result=evaluation.gatekeeper_result, composer_status=composer.status,
+            usage=self.usage, errors=self.errors))
+
+    def interrupted(self) -> None:
+        self.errors.append(Finding(rule="pipeline.interrupted", message="the run was interrupted before it finished"))
+        self.record.errors = self.errors
+        self.record.status = "interrupted"
+        self.store.save_session(self.record)
+
+    def fail(self, finding: Finding) -> dspy.Prediction:
+        """Record only what happened: the last gatekeeper result if the gatekeeper ran, else none."""
+        self.errors.append(finding)
+        attempts = self.record.executor_attempts
+        gate = attempts[-1].gatekeeper_result if attempts else None
+        if finding.rule.startswith("lm."):
+            # Not a finding about the evidence: nothing was looked at, and the answer says so.
+            answer = f"诊断未运行，没有检查任何证据（the diagnosis did not run）：{finding.message}"
+        else:
+            answer = deterministic_answer("LOW_CONFID", [], [], [finding.rule])
+        composer = ComposerOutput(status="fallback", user_facing_answer=answer, reasons=[finding.message])
+        self._close("failed", "LOW_CONFID", composer)
+        return self._prediction(DiagnosisResult(
+            session_id=self.session_id, verdict="LOW_CONFID", answer=answer, gatekeeper_result=gate,
+            composer_status=composer.status, usage=self.usage, errors=self.errors))

@@ -1,0 +1,130 @@
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from program.entry import cli
+from program.entry.audit import AuditStore
+from signatures.contracts import DiagnosisResult
+from tests.support.good_lm import good_lm
+
+
+@pytest.fixture
+def db_url(tmp_path):
+    return f"sqlite:///{tmp_path / 'audit.db'}"
+
+
+@pytest.fixture
+def scripted(monkeypatch, cases):
+    """Route `--lm` to a scripted good LM for the memory case."""
+    lm = good_lm(cases["high_memory_positive"])
+    monkeypatch.setattr("program.entry.api.resolve_lm", lambda spec: lm)
+
+
+def test_ask_json_then_audit(db_url, scripted, capsys, cases):
+    question = cases["high_memory_positive"]["question"]
+    assert cli.main(["--db", db_url, "ask", question, "--json", "--no-compiled"]) == 0
+    result = DiagnosisResult.model_validate_json(capsys.readouterr().out)
+    assert result.verdict == "PASS"
+
+    assert cli.main(["--db", db_url, "audit", result.session_id]) == 0
+    out = capsys.readouterr().out
+    assert "cited query_metrics" in out and "gatekeeper found" in out and "verifier verdict=PASS" in out
+
+    assert cli.main(["--db", db_url, "audit", result.session_id, "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["self_evaluation"]["verifier_evaluation"]["gatekeeper_result"]["status"] == "pass"
+
+    assert cli.main(["--db", db_url, "sessions"]) == 0
+    assert result.session_id in capsys.readouterr().out
+
+
+def test_ask_prints_verdict_and_evidence_table(db_url, scripted, capsys, cases):
+    assert cli.main(["--db", db_url, "ask", cases["high_memory_positive"]["question"], "--no-compiled"]) == 0
+    out = capsys.readouterr().out
+    assert "PASS" in out and "evidence" in out and "query_metrics #" in out
+
+
+def test_audit_explains_a_blocked_claim(db_url, monkeypatch, capsys, cases):
+    case = cases["high_memory_positive"]
+    from devset.gold import gold_executor_output
+
+    def fabricate(observations, attempt, user):
+        output = gold_executor_output(case, observations)
+        output["claims"][0]["evidence_bindings"][0]["evidence_excerpt"] = "current=95%, threshold=85%"
+        return output
+
+    lm = good_lm(case, executor=fabricate)
+    monkeypatch.setattr("program.entry.api.resolve_lm", lambda spec: lm)
+    assert cli.main(["--db", db_url, "ask", case["question"], "--json", "--no-compiled"]) == 0
+    session_id = json.loads(capsys.readouterr().out)["session_id"]
+    assert cli.main(["--db", db_url, "audit", session_id]) == 0
+    out = capsys.readouterr().out
+    assert "reject evidence.excerpt_mismatch" in out and "'95%'" in out and "override verdict.gatekeeper_reject" not in out
+    assert "executor attempt 2" in out and "retry_context" in out
+
+
+def test_unknown_session_and_bad_flags(db_url, capsys):
+    AuditStore(db_url)
+    assert cli.main(["--db", db_url, "audit", "diag-nope"]) == 1
+    assert "unknown session 'diag-nope'" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--db", db_url, "sessions", "--limit", "-1"])
+    assert exit_info.value.code == 2 and "at least 1" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_info:
+        cli.main(["--db", db_url, "ask"])
+    assert exit_info.value.code == 2
+    with pytest.raises(SystemExit):
+        cli.main(["--db", db_url, "ask", "q", "--bogus"])
+
+
+def test_empty_question_is_a_usage_error(db_url, scripted, capsys):
+    assert cli.main(["--db", db_url, "ask", "   ", "--no-compiled"]) == 2
+    assert "question must be a non-empty string" in capsys.readouterr().err
+
+
+def test_unreachable_lm_exits_non_zero_and_records_the_run(db_url):
+    env = dict(os.environ, OPENAI_API_KEY="test-key", DIAGNOSIS_LM_API_BASE="http://127.0.0.1:9/v1")
+    done = subprocess.run(
+        [sys.executable, "-m", "program", "--db", db_url, "ask", "只确认 order-service 是否存在 HighMemoryUsage 告警",
+         "--lm", "openai/gpt-4o-mini", "--no-compiled"],
+        capture_output=True, text=True, timeout=120, env=env,
+    )
+    assert done.returncode == 1
+    assert "cannot be used" in done.stderr and "does not answer" in done.stderr
+    (record,), _ = AuditStore(db_url).list_sessions()
+    assert record.verdict == "LOW_CONFID" and record.status == "failed"
+    assert [e.rule for e in record.errors] == ["lm.unreachable"]
+    assert record.planner_output is None and "没有检查任何证据" in record.answer  # found before planning
+
+
+@pytest.mark.parametrize(("model", "env_update", "says"), [
+    ("openai/gpt-4o-mini", {"OPENAI_API_KEY": None}, "OPENAI_API_KEY"),
+    ("nosuchprovider/some-model", {}, "no provider"),
+])
+def test_a_misconfigured_lm_is_named_before_planning(db_url, model, env_update, says):
+    env = {k: v for k, v in dict(os.environ, **{k: v for k, v in env_update.items() if v}).items()
+           if env_update.get(k, "keep") is not None}
+    env.pop("DIAGNOSIS_LM_API_BASE", None)
+    done = subprocess.run([sys.executable, "-m", "program", "--db", db_url, "ask", "只确认 order-service 是否存在告警",
+                           "--lm", model, "--no-compiled"], capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 1 and says in done.stderr
+    assert "证据不足" not in done.stdout  # a configuration error is not blamed on the evidence
+    (record,), _ = AuditStore(db_url).list_sessions()
+    assert [e.rule for e in record.errors] == ["lm.not_configured"] and record.status == "failed"
+
+
+def test_read_only_commands_name_a_missing_database(tmp_path, capsys):
+    missing = f"sqlite:///{tmp_path / 'missing.db'}"
+    assert cli.main(["--db", missing, "sessions"]) == 1
+    assert "does not exist" in capsys.readouterr().err and not (tmp_path / "missing.db").exists()
+
+
+def test_no_compiled_really_skips_the_compiled_program(db_url, scripted, monkeypatch, capsys):
+    def must_not_load(*args, **kwargs):
+        raise AssertionError("--no-compiled loaded a compiled program")
+
+    monkeypatch.setattr("program.entry.api.load_program", must_not_load)
+    assert cli.main(["--db", db_url, "ask", "只确认 order-service 是否存在 HighMemoryUsage 告警", "--no-compiled"]) == 0

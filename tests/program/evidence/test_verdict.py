@@ -1,0 +1,103 @@
+"""The verdict table of the design document, and the code checks that no verifier can override."""
+
+import pytest
+
+from program.evidence.relevance import Target
+from program.evidence.verdict import CitedRef, claim_blockers, code_sees_support, enforce
+from signatures.contracts import CheckedBinding, Claim, ClaimJudgement, Finding, GatekeeperResult
+
+ALERT = "HighMemoryUsage firing, service=order-service, current=91%, threshold=85%, duration=15m"
+CLAIM = Claim(claim_id="c1", claim_type="observation", claim_text="order-service 存在 HighMemoryUsage 告警，current=91%",
+              evidence_bindings=[{"tool_name": "query_metrics", "source_invocation_id": 1, "raw_path": "$.alerts[0]",
+                                  "evidence_excerpt": ALERT}])
+TARGET = Target(services=("order-service",), topics=(("highmemoryusage", "内存"),))
+
+
+def gate(severity: str) -> GatekeeperResult:
+    status = "pass" if severity == "none" else "fail"
+    binding_status = "fail" if severity == "reject" else "pass"
+    errors = [] if severity == "none" else [Finding(rule="evidence.x", message="m")]
+    return GatekeeperResult(status=status, severity=severity, errors=errors, failed_rules=[e.rule for e in errors],
+                            checked_bindings=[CheckedBinding(claim_id="c1", binding_index=0, tool_name="query_metrics",
+                                                             status=binding_status, severity="reject" if severity == "reject" else "none")])
+
+
+def judged(judgement):
+    if judgement is None:
+        return {}
+    return {"c1": ClaimJudgement(claim_id="c1", verdict="PASS", judgement=judgement, reason="r")}
+
+
+CONTRADICTED_CLAIM = CLAIM.model_copy(update={"claim_text": "order-service 内存 current=50%，正常"})
+
+
+@pytest.mark.parametrize(("severity", "judgement", "claim", "stage_error", "expected"), [
+    ("reject", "supported", CLAIM, False, "REJECT"),
+    ("reject", None, CLAIM, False, "REJECT"),
+    ("low_confid", "contradicted", CONTRADICTED_CLAIM, False, "LOW_CONFID"),  # the table, not the verifier
+    ("low_confid", "supported", CLAIM, False, "LOW_CONFID"),
+    ("low_confid", None, CLAIM, False, "LOW_CONFID"),
+    ("none", "supported", CLAIM, True, "LOW_CONFID"),
+    ("none", "contradicted", CONTRADICTED_CLAIM, False, "REJECT"),
+    ("none", "contradicted", CLAIM, False, "LOW_CONFID"),  # every fact is in the excerpt: a disagreement
+    ("none", "over-reaches", CLAIM, False, "LOW_CONFID"),
+    ("none", "supported", CLAIM, False, "PASS"),
+    ("none", None, CLAIM, False, "LOW_CONFID"),
+])
+def test_verdict_table(severity, judgement, claim, stage_error, expected):
+    errors = [Finding(rule="lm.executor.error", message="down")] if stage_error else []
+    evaluation, results = enforce(gate(severity), [claim], judged(judgement), {}, errors, verifier_ran=judgement is not None)
+    assert evaluation.verdict == expected
+    if expected == "PASS" or severity != "none":
+        assert (results[0].verification_status == "verified") == (expected == "PASS")
+
+
+def test_a_disagreement_is_recorded_and_never_upgraded():
+    evaluation, results = enforce(gate("none"), [CLAIM], judged("contradicted"), {}, [], verifier_ran=True)
+    assert [o.rule for o in evaluation.code_overrides] == ["verdict.verifier_disagreement"]
+    assert results[0].verification_status == "downgraded" and evaluation.verdict == "LOW_CONFID"
+
+
+def test_code_sees_support_only_with_every_name_and_the_same_polarity():
+    assert code_sees_support(CLAIM)
+    assert not code_sees_support(CLAIM.model_copy(update={"claim_text": "order-service 没有 HighMemoryUsage 告警"}))
+    assert not code_sees_support(CLAIM.model_copy(update={"claim_text": "user-service 存在 HighMemoryUsage 告警"}))
+    assert not code_sees_support(CLAIM.model_copy(update={"claim_text": "order-service current=95%"}))
+
+
+def refs(text=ALERT, **flags):
+    return {"c1": [CitedRef(tool_name=flags.get("tool", "query_metrics"), text=text, no_hit=flags.get("no_hit", False),
+                            searched="query_metrics()",
+                            backfilled=flags.get("backfilled", False), indirect=flags.get("indirect", False))]}
+
+
+NO_HIT = "未找到匹配的日志 (no log lines matched query='connection pool exhausted active=30/30', service='order-service')"
+
+
+@pytest.mark.parametrize(("claim_update", "cited", "rule"), [
+    ({}, refs(backfilled=True), "verdict.backfill_only"),
+    ({}, refs(tool="lookup_knowledge", indirect=True), "verdict.runbook_only"),
+    ({"claim_type": "negative_observation", "claim_text": "order-service connection pool exhausted active=30/30"},
+     refs(NO_HIT, no_hit=True), "verdict.no_hit_positive"),
+    ({"claim_type": "observation", "claim_text": "order-service 内存 HighMemoryUsage 未检索到"}, refs(),
+     "verdict.absence_on_hit"),
+    ({"claim_text": "order-service 存在 HighMemoryUsage 告警，current=95%"}, refs(), "verdict.ungrounded_number"),
+    ({"claim_text": "order-service 存在 HighMemoryUsage 告警，OrderCache 泄漏"}, refs(), "verdict.ungrounded_name"),
+    ({"claim_text": "order-service 的 HighMemoryUsage 告警已 resolved"}, refs(), "verdict.ungrounded_name"),
+    ({"claim_text": "order-service 存在 HighMemoryUsage 告警和 HikariCP 问题"}, refs(), "verdict.excluded_topic"),
+    ({"claim_text": "#1 query_metrics(service='order-service') -> supported"}, refs(), "verdict.off_topic"),
+    ({"claim_text": "payment-service 存在 HighMemoryUsage 告警"}, refs(), "verdict.off_topic"),
+])
+def test_code_blocks_what_no_verifier_may_wave_through(claim_update, cited, rule):
+    claim = CLAIM.model_copy(update=claim_update)
+    target = TARGET if rule == "verdict.off_topic" else Target(services=("order-service",), topics=())
+    blockers = claim_blockers([claim], cited, target, ("hikaricp",), ("order-service", "payment-service",
+                                                                         "HighMemoryUsage", "firing", "resolved"))
+    assert rule in [finding.rule for finding in blockers["c1"]]
+
+
+def test_a_negative_observation_on_a_no_hit_is_allowed():
+    claim = CLAIM.model_copy(update={"claim_type": "negative_observation",
+                                     "claim_text": "order-service 的日志中未检索到连接池耗尽记录"})
+    target = Target(services=("order-service",), topics=(("connection pool", "连接池"),))
+    assert claim_blockers([claim], refs(NO_HIT, no_hit=True), target) == {}
