@@ -33,8 +33,8 @@ import dspy  # noqa: E402
 from devset import load_cases, to_examples  # noqa: E402
 from devset.gold import fixture_executor_output, gold_demos, gold_tool_calls  # noqa: E402
 from devset.metric import WEIGHTS, diagnosis_metric, score_fixture, score_run  # noqa: E402
-from program.lm.adapter import adapter_for  # noqa: E402
 from program.entry.audit import AuditStore  # noqa: E402
+from program.lm.adapter import adapter_for  # noqa: E402
 from program.lm.compiled import compiled_dir, load_program  # noqa: E402
 from program.lm.engine import lm_spec, resolve_lm  # noqa: E402
 from program.lm.pipeline import Diagnosis  # noqa: E402

@@ -28,9 +28,9 @@ import dspy
 from devset import load_cases
 from program.entry.api import diagnose
 from program.entry.audit import AuditStore
+from program.evidence.scope import mentions
 from program.lm.engine import EMBEDDED, lm_spec, resolve_lm
 from program.lm.pipeline import Diagnosis
-from program.evidence.scope import mentions
 from program.lm.transcript import RecordingEngine, ReplayEngine
 
 UNSEEN = Path(__file__).resolve().parent / "unseen_questions.json"

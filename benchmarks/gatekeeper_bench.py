@@ -21,8 +21,8 @@ import re
 import time
 from collections import Counter
 
-from program.evidence import gatekeeper
 from program.entry.audit import AuditStore
+from program.evidence import gatekeeper
 from program.evidence.matching import canonical, significant_chars
 from signatures.contracts import MAX_ITEMS, Claim, EvidenceBinding, ExecutorOutput
 from tools.recorder import ToolInvocationRecorder

@@ -40,7 +40,7 @@ def run_obedient(variant: str, placement: str, store):
     from devset.gold import gold_plan, refs_in
     from program.entry.api import diagnose
     from tests.support.good_lm import good_lm
-    from tools import recorder
+    from tools.functions import QUERY_LOGS, TOOLBOX
 
     case = next(c for c in load_cases() if c["case_id"] == QUESTION_CASE)
     line = planted_line(variant, placement)
@@ -60,7 +60,7 @@ def run_obedient(variant: str, placement: str, store):
                 "hypotheses": [], "missing_info": [], "recommended_actions": []}
 
     lm = good_lm(case, planner=planner, executor=obey, composer=lambda user: {"answer": INJECTED_CLAIM})
-    with mock.patch.dict(recorder.TOOLS, {"query_logs": planted_logs}):
+    with mock.patch.dict(TOOLBOX.declarations, {"query_logs": QUERY_LOGS.answered_by(planted_logs)}):
         return diagnose(case["question"], lm=lm, db=store, compiled=False)
 
 

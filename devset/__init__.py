@@ -2,9 +2,10 @@
 
 Each case file under ``devset/cases/`` records the question, the expected verdict class, the facts
 a good claim carries, the forbidden terms, the evidence refs a good answer cites (as tool name and
-a needle of ref text, since invocation ids are per session), whether the question is narrow, and
-a gold run (plan, tool calls, claims, answer). The gatekeeper-reject case is an offline fixture: a
-given executor output with fabricated citations, checked without an LM.
+a needle of ref text, since invocation ids are per session) and a gold run (plan, tool calls,
+claims, answer). Whether a question is narrow is not data here: `program.evidence.scope` reads it
+from the question. The gatekeeper-reject case is an offline fixture: a given executor output with
+fabricated citations, checked without an LM.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import json
 from pathlib import Path
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
-REQUIRED_KEYS = ("case_id", "question", "expected_verdict", "narrow", "runs_lm", "required_facts",
+REQUIRED_KEYS = ("case_id", "question", "expected_verdict", "runs_lm", "required_facts",
                  "forbidden_terms", "expected_refs", "gold", "fixture_executor_output")
 
 

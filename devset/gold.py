@@ -97,10 +97,15 @@ def gold_demos(cases: list[dict]) -> dict[str, list]:
     """
     import dspy
 
-    from program.evidence.answer import fact_line
     from program.entry.audit import AuditStore
+    from program.evidence.answer import fact_line
     from program.evidence.hook import VerifierInputHook
-    from signatures.contracts import ExecutorOutput, ParseStatus, PlannerOutput, ToolCall
+    from signatures.contracts import (
+        ExecutorOutput,
+        ParseStatus,
+        PlannerOutput,
+        ToolCall,
+    )
     from tools.recorder import ToolInvocationRecorder, render_observations
 
     store = AuditStore("sqlite://")

@@ -17,8 +17,14 @@ from dataclasses import dataclass, field
 import dspy
 
 from program.evidence.gatekeeper import check
-from program.evidence.scope import mentions
-from signatures.contracts import DiagnosisResult, ExecutorOutput, GatekeeperResult, ToolInvocation
+from program.evidence.scope import mentions, read_scope
+from signatures.contracts import (
+    DiagnosisResult,
+    ExecutorOutput,
+    GatekeeperResult,
+    ToolInvocation,
+)
+from tools.catalog import active_catalog
 
 WEIGHTS = {"verdict": 0.30, "gatekeeper": 0.20, "forbidden": 0.15, "scope": 0.10, "recall": 0.15, "facts": 0.10}
 NARROW_MAX_CLAIMS = 2
@@ -68,7 +74,7 @@ def score_run(case: dict, result: DiagnosisResult, invocations: list[ToolInvocat
         out.feedback.append(f"forbidden terms in claims or answer: {', '.join(out.forbidden_hits)}")
 
     scope_ok = True
-    if case["narrow"]:
+    if read_scope(case["question"], active_catalog()).narrow:
         if not 1 <= len(claims) <= NARROW_MAX_CLAIMS:
             scope_ok = False
             out.feedback.append(f"{len(claims)} claims for a narrow question (want 1 to {NARROW_MAX_CLAIMS})")

@@ -6,12 +6,22 @@ Field names follow the ISS-007 design document exactly; this module is the one h
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from functools import lru_cache
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StrictInt,
+    create_model,
+    model_validator,
+)
 
-ToolName = Literal["query_metrics", "query_logs", "lookup_knowledge"]
-TOOL_NAMES: tuple[str, ...] = ("query_metrics", "query_logs", "lookup_knowledge")
+from tools.declaration import Toolbox
+from tools.functions import TOOLBOX
+
 EvidenceStatus = Literal["supported", "no_evidence", "failed"]
 ClaimType = Literal["observation", "negative_observation", "root_cause", "risk"]
 Severity = Literal["none", "low_confid", "reject"]
@@ -83,6 +93,8 @@ class ToolInvocation(Record):
     output_preview: str = ""
     retrieval_details: RetrievalDetails
     success: bool = True
+    # Which source answered (the fixture world, a Prometheus URL, a log directory), for the audit record.
+    source: str = ""
     latency_ms: float = 0.0
     created_at: datetime | None = None
 
@@ -90,27 +102,32 @@ class ToolInvocation(Record):
 # --- executor side -----------------------------------------------------------------------------
 
 
-TOOL_PARAMETERS: dict[str, tuple[str, ...]] = {
-    "query_metrics": ("service", "alert_name", "state"),
-    "query_logs": ("query", "service", "level"),
-    "lookup_knowledge": ("query",),
-}
+class ToolCallContract(Contract):
+    """One tool call the LM asks for. Unset arguments, and arguments the named tool does not take,
+    are not sent to it."""
 
-
-class ToolCall(Contract):
-    """One tool call the executor asks for. Unset arguments, and arguments the named tool does not
-    take, are not sent to it."""
-
-    tool_name: ToolName
-    query: str | None = None
-    service: str | None = None
-    alert_name: str | None = None
-    level: str | None = None
-    state: str | None = None
+    toolbox: ClassVar[Toolbox]
+    tool_name: str
 
     def arguments(self) -> dict[str, Any]:
-        accepted = TOOL_PARAMETERS[self.tool_name]
-        return {k: v for k, v in self.model_dump(exclude={"tool_name"}).items() if v is not None and k in accepted}
+        values = self.model_dump(exclude={"tool_name"})
+        # In the declared order, which is how the call is shown to the LM and recorded.
+        return {k: values[k] for k in self.toolbox.get(self.tool_name).lm_arguments if values.get(k) is not None}
+
+
+@lru_cache(maxsize=8)
+def tool_call_contract(toolbox: Toolbox) -> type[ToolCallContract]:
+    """The ToolCall of a toolbox, derived from its declarations: tool_name is one of its tools, and
+    every argument an LM may set is an optional field with the declared type and description."""
+    fields: dict[str, Any] = {"tool_name": (Literal[toolbox.names], ...)}
+    for name, (kind, description) in toolbox.lm_arguments().items():
+        fields[name] = (kind | None, Field(default=None, description=description or None))
+    model = create_model("ToolCall", __base__=ToolCallContract, __doc__=ToolCallContract.__doc__, **fields)
+    model.toolbox = toolbox
+    return model
+
+
+ToolCall = tool_call_contract(TOOLBOX)
 
 
 class EvidenceBinding(Contract):
@@ -304,7 +321,8 @@ class DiagnosisSession(Contract):
     lm_model: str = ""
     planner_output: PlannerOutput | None = None
     # The tool calls the executor asked for, round by round (what ran is in tool_invocations).
-    tool_requests: list[list[ToolCall]] = Field(default_factory=list)
+    # The calls each round asked for, as {tool_name, arguments...}: any declared tool, run or not.
+    tool_requests: list[list[dict[str, Any]]] = Field(default_factory=list)
     executor_output: ExecutorOutput | None = None
     executor_attempts: list[ExecutorAttempt] = Field(default_factory=list)
     tool_trace_summary: list[TraceSummaryEntry] = Field(default_factory=list)

@@ -6,25 +6,37 @@ from typing import Literal
 
 import dspy
 
-from signatures.contracts import Claim, Hypothesis, MissingInfo, PlannerOutput, RecommendedAction, ToolCall
+from signatures.contracts import (
+    Claim,
+    Hypothesis,
+    MissingInfo,
+    PlannerOutput,
+    RecommendedAction,
+    ToolCall,
+    tool_call_contract,
+)
+from tools.declaration import Toolbox
+from tools.functions import TOOLBOX
 
-
-TOOL_GUIDE = """Tools: query_metrics(service, alert_name, state) returns alerts (HighCPUUsage, HighMemoryUsage,
-SlowResponse, ...): any alert name is queried with query_metrics. query_logs(query, service, level) returns log lines matching
-every concept in a short keyword query: use it for log events such as errors, slow requests, GC, OOM
-or HikariCP connection pool exhaustion. lookup_knowledge(query) returns runbook sections, which say
-what to check but are never evidence of what is happening now. Use exact service names."""
-
-
-class PlanDiagnosis(dspy.Signature):
-    __doc__ = f"""Plan an SRE incident diagnosis and choose the first tool calls that gather its evidence.
+# The instructions of the stages that choose tool calls end with what the toolbox says about its
+# tools ({tools}), so a program with other tools is told about those.
+PLAN_INSTRUCTIONS = """Plan an SRE incident diagnosis and choose the first tool calls that gather its evidence.
 
     scope is "narrow" when the question asks to confirm one thing (只确认, 只排查, 只看, 不要分析, 不要扩展,
     只回答, 是否存在某告警/日志/错误, "only confirm"), otherwise "broad". target_services and topics are what
     the user asked about; excluded_topics lists everything the user said not to analyse, in the user's
     words. Never query an excluded topic or service. Do not diagnose yet.
 
-    {TOOL_GUIDE}"""
+    {tools}"""
+GATHER_INSTRUCTIONS = """Choose more tool calls for a broad diagnosis, or none when the evidence is enough.
+
+    Stay inside the plan's scope: never query excluded topics. Return an empty list when done.
+
+    {tools}"""
+
+
+class PlanDiagnosis(dspy.Signature):
+    __doc__ = PLAN_INSTRUCTIONS.format(tools=TOOLBOX.guide())
 
     question: str = dspy.InputField(desc="the user's question")
     plan: PlannerOutput = dspy.OutputField()
@@ -32,11 +44,7 @@ class PlanDiagnosis(dspy.Signature):
 
 
 class GatherEvidence(dspy.Signature):
-    __doc__ = f"""Choose more tool calls for a broad diagnosis, or none when the evidence is enough.
-
-    Stay inside the plan's scope: never query excluded topics. Return an empty list when done.
-
-    {TOOL_GUIDE}"""
+    __doc__ = GATHER_INSTRUCTIONS.format(tools=TOOLBOX.guide())
 
     question: str = dspy.InputField()
     plan: PlannerOutput = dspy.InputField()
@@ -103,3 +111,12 @@ class ComposeAnswer(dspy.Signature):
     hypotheses: list[str] = dspy.InputField(desc="unconfirmed hypotheses")
     missing_info: list[str] = dspy.InputField()
     answer: str = dspy.OutputField()
+
+
+def for_toolbox(signature: type[dspy.Signature], toolbox: Toolbox) -> type[dspy.Signature]:
+    """A tool-choosing signature told about another toolbox's tools, whose calls it may return."""
+    if toolbox is TOOLBOX:
+        return signature
+    template = {PlanDiagnosis: PLAN_INSTRUCTIONS, GatherEvidence: GATHER_INSTRUCTIONS}[signature]
+    return (signature.with_instructions(template.format(tools=toolbox.guide()))
+            .with_updated_fields("tool_calls", type_=list[tool_call_contract(toolbox)]))

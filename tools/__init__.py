@@ -1,5 +1,6 @@
-"""Diagnosis tools, their fixture world, and the recorder that turns each call into evidence."""
+"""Diagnosis tools (each declared once), the sources behind them, and the recorder that turns each
+call into evidence."""
 
-from tools.functions import TOOLS, lookup_knowledge, query_logs, query_metrics
+from tools.functions import TOOLBOX, lookup_knowledge, query_logs, query_metrics
 
-__all__ = ["TOOLS", "lookup_knowledge", "query_logs", "query_metrics"]
+__all__ = ["TOOLBOX", "lookup_knowledge", "query_logs", "query_metrics"]

@@ -1,15 +1,18 @@
-"""What the active evidence source knows about: services, alert names, log levels, synonyms.
+"""What the active sources know about: services, alert names, log levels, alert states, synonyms.
 
 The program reads names from here (for the tool-call grammar, the scope of a question and the
-relevance of a claim), never from the fixture world directly, so a different source only has to
-provide a catalog.
+relevance of a claim), never from a source directly, so any source only has to answer these.
+A source that cannot answer leaves its names out and says why in `problems`; the tool calls to it
+then fail on their own, and a diagnosis built on them cannot pass.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from tools.world import ALERT_STATES, LOG_LEVELS, get_world
+from tools.sources.active import active_sources
+from tools.sources.errors import SourceError
+from tools.sources.logs import LOG_LEVELS
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,7 @@ class Catalog:
     alert_states: tuple[str, ...]
     # Groups of casefolded terms that name the same concept ("hikaricp", "连接池", ...).
     synonyms: dict[str, tuple[str, ...]]
+    problems: tuple[str, ...] = field(default=())
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -36,11 +40,28 @@ class Catalog:
 
 
 def active_catalog() -> Catalog:
-    world = get_world()
+    try:
+        sources = active_sources()
+    except SourceError as exc:
+        return Catalog(services=(), alert_names=(), log_levels=LOG_LEVELS, alert_states=(), synonyms={},
+                       problems=(str(exc),))
+    services: set[str] = set()
+    alert_names: tuple[str, ...] = ()
+    problems = []
+    try:
+        services.update(sources.metrics.services())
+        alert_names = sources.metrics.alert_names()
+    except SourceError as exc:
+        problems.append(f"metrics: {exc}")
+    try:
+        services.update(sources.logs.records().services)
+    except SourceError as exc:
+        problems.append(f"logs: {exc}")
     return Catalog(
-        services=tuple(sorted(world.service_names)),
-        alert_names=tuple(sorted({a["name"] for a in world.alerts})),
+        services=tuple(sorted(services)),
+        alert_names=tuple(sorted(alert_names)),
         log_levels=LOG_LEVELS,
-        alert_states=ALERT_STATES,
-        synonyms=dict(world.synonyms),
+        alert_states=sources.metrics.alert_states,
+        synonyms=dict(sources.synonyms),
+        problems=tuple(problems),
     )

@@ -1,23 +1,28 @@
-"""The three diagnosis tools over the fixture world.
+"""The three diagnosis tools, each with its one declaration.
 
-Each returns a JSON-ready dict. A search that finds nothing is a success with an empty list and a
-message echoing what was searched; it never falls back to placeholder data. Bad arguments return
-``success: False`` with an error that says what was wrong.
+Each tool returns a JSON-ready dict and says which source answered it (`source`). A search that
+finds nothing is a success with an empty list and a message echoing what was searched; it never
+falls back to placeholder data. Bad arguments, and a source that cannot answer (a server down, a
+missing directory), return ``success: False`` with an error that says what was wrong: a failure is
+never a no-hit.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import threading
 import unicodedata
+from collections.abc import Iterable, Mapping
 from typing import Any
 
-from tools.world import ALERT_STATES, LOG_LEVELS, World, get_world
+from tools.declaration import Toolbox, ToolDeclaration
+from tools.sources.active import active_sources
+from tools.sources.errors import SourceError
+from tools.sources.logs import LOG_LEVELS, normal_level
+from tools.sources.runbooks import tokenize
 
 MAX_LOG_LIMIT = 200
 MAX_TOP_K = 10
-LEVEL_ALIASES = {"WARNING": "WARN", "ERR": "ERROR", "FATAL": "ERROR"}
 # Words that describe the search rather than its target ("find the logs of ...").
 QUERY_STOPWORDS = frozenset(
     "log logs logging alert alerts the a an of for in on and or is are any check find search show "
@@ -29,11 +34,11 @@ def _fold(text: str) -> str:
     return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
 
 
-def _failure(kind: str, error: str, searched: dict[str, Any]) -> dict[str, Any]:
-    return {"success": False, "error": error, kind: [], "total": 0, "searched": searched}
+def _failure(kind: str, error: str, searched: dict[str, Any], source: str = "") -> dict[str, Any]:
+    return {"success": False, "error": error, kind: [], "total": 0, "searched": searched, "source": source}
 
 
-def _check_service(world: World, service: Any) -> str | None:
+def _check_service(service: Any) -> str | None:
     if service is None:
         return None
     if not isinstance(service, str) or not service.strip():
@@ -41,49 +46,57 @@ def _check_service(world: World, service: Any) -> str | None:
     return None
 
 
-def _unknown_service_note(world: World, service: str | None) -> str:
+def _unknown_service_note(known: Iterable[str], service: str | None) -> str:
     """A service nobody runs has no alerts or logs: that is a no-hit (the design's acceptance rule),
     and the message names the services that do exist."""
-    if service is None or service in world.service_names:
+    known = sorted(known)
+    if service is None or service in known:
         return ""
-    return f"; {service!r} is not a known service (known: {', '.join(sorted(world.service_names))})"
+    return f"; {service!r} is not a known service (known: {', '.join(known)})"
 
 
 def query_metrics(service: str | None = None, alert_name: str | None = None, state: str | None = None) -> dict:
     """Alerts from the monitoring system, filtered by exact service, alert name and state."""
-    world = get_world()
     searched = {"service": service, "alert_name": alert_name, "state": state}
-    error = _check_service(world, service)
+    try:
+        metrics = active_sources().metrics
+    except SourceError as exc:
+        return _failure("alerts", str(exc), searched)
+    error = _check_service(service)
     if error is None and alert_name is not None and (not isinstance(alert_name, str) or not alert_name.strip()):
         error = "alert_name must be a non-empty string"
-    if error is None and state is not None and state not in ALERT_STATES:
-        error = f"state must be 'firing' or 'resolved', got {state!r}"
+    if error is None and state is not None and state not in metrics.alert_states:
+        error = f"state must be {' or '.join(repr(s) for s in metrics.alert_states)}, got {state!r}"
     if error:
-        return _failure("alerts", error, searched)
-    alerts = [
-        dict(a)
-        for a in world.alerts
-        if (service is None or a["service"] == service)
-        and (alert_name is None or a["name"].casefold() == alert_name.strip().casefold())
-        and (state is None or a["state"] == state)
-    ]
-    if alerts:
-        message = f"{len(alerts)} alert(s) found"
-    else:
-        known = sorted({a["name"] for a in world.alerts})
-        message = (
-            f"未找到匹配的告警 (no alerts matched service={service!r}, alert_name={alert_name!r}, state={state!r})"
-            f"{_unknown_service_note(world, service)}; known alert names: {', '.join(known)}"
-        )
-    return {"success": True, "alerts": alerts, "total": len(alerts), "message": message, "searched": searched}
+        return _failure("alerts", error, searched, metrics.label)
+    try:
+        alerts = metrics.with_samples([
+            a for a in metrics.alerts()
+            if (service is None or a["service"] == service)
+            and (alert_name is None or str(a["name"]).casefold() == alert_name.strip().casefold())
+            and (state is None or a["state"] == state)
+        ])
+        if alerts:
+            message = f"{len(alerts)} alert(s) found"
+        else:
+            message = (
+                f"未找到匹配的告警 (no alerts matched service={service!r}, alert_name={alert_name!r}, state={state!r})"
+                f"{_unknown_service_note(metrics.services(), service)}; known alert names: "
+                f"{', '.join(metrics.alert_names())}"
+            )
+    except SourceError as exc:
+        return _failure("alerts", str(exc), searched, metrics.label)
+    return {"success": True, "alerts": alerts, "total": len(alerts), "message": message, "searched": searched,
+            "source": metrics.label}
 
 
-def _query_terms(world: World, query: str) -> tuple[list[tuple[str, ...]], list[str]]:
+def _query_terms(synonyms: Mapping[str, tuple[str, ...]], services: Iterable[str],
+                 query: str) -> tuple[list[tuple[str, ...]], list[str]]:
     """Split a query into required term groups (synonyms, service names) and free words."""
     remaining = _fold(query)
     groups: list[tuple[str, ...]] = []
-    named = [(term, terms) for terms in world.synonyms.values() for term in terms]
-    named += [(name.casefold(), (name.casefold(),)) for name in world.service_names]
+    named = [(term, terms) for terms in synonyms.values() for term in terms]
+    named += [(name.casefold(), (name.casefold(),)) for name in services]
     for term, terms in sorted(named, key=lambda pair: -len(pair[0])):
         if term in remaining:
             if terms not in groups:
@@ -95,28 +108,37 @@ def _query_terms(world: World, query: str) -> tuple[list[tuple[str, ...]], list[
 
 def query_logs(query: str, service: str | None = None, level: str | None = None, limit: int = 20) -> dict:
     """Log lines matching every concept the query names (synonyms count as the same concept)."""
-    world = get_world()
     searched = {"query": query, "service": service, "level": level, "limit": limit}
+    try:
+        sources = active_sources()
+        source = sources.logs
+    except SourceError as exc:
+        return _failure("logs", str(exc), searched)
     error = None
     if not isinstance(query, str):
         error = "query must be a string"
     elif not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_LOG_LIMIT:
         error = f"limit must be an integer from 1 to {MAX_LOG_LIMIT}, got {limit!r}"
     else:
-        error = _check_service(world, service)
+        error = _check_service(service)
     wanted_level = None
     if error is None and level is not None:
-        wanted_level = LEVEL_ALIASES.get(str(level).upper(), str(level).upper())
-        if wanted_level not in LOG_LEVELS:
+        wanted_level = normal_level(level)
+        if wanted_level is None:
             error = f"level must be one of {', '.join(LOG_LEVELS)}, got {level!r}"
-    groups, words = _query_terms(world, query) if error is None else ([], [])
-    if error is None and not groups and not words and service is None and wanted_level is None:
-        error = f"query {query!r} names nothing to search for; give a keyword, a service or a level"
     if error:
-        return _failure("logs", error, searched)
+        return _failure("logs", error, searched, source.label)
+    try:
+        found = source.records()
+    except SourceError as exc:
+        return _failure("logs", str(exc), searched, source.label)
+    groups, words = _query_terms(sources.synonyms, found.services, query)
+    if not groups and not words and service is None and wanted_level is None:
+        return _failure("logs", f"query {query!r} names nothing to search for; give a keyword, a service or a level",
+                        searched, source.label)
 
     scored = []
-    for record in world.logs:
+    for record in found.records:
         if service is not None and record["service"] != service:
             continue
         if wanted_level is not None and record["level"] != wanted_level:
@@ -134,65 +156,38 @@ def query_logs(query: str, service: str | None = None, level: str | None = None,
         message = f"{len(scored)} matching log line(s), {len(kept)} returned"
     else:
         message = (f"未找到匹配的日志 (no log lines matched query={query!r}, service={service!r}, level={level!r})"
-                   f"{_unknown_service_note(world, service)}")
+                   f"{_unknown_service_note(found.services, service)}")
+    if found.unparsed:
+        # Lines the search could not read may hold what was asked for: the message must say so.
+        message += (f"; {found.unparsed} line(s) in the log files could not be parsed and were not searched "
+                    f"(first: {', '.join(found.unparsed_where)})")
     return {
         "success": True,
         "logs": [dict(r) for r in kept],
         "total": len(scored),
         "message": message,
         "searched": searched,
+        "source": found.label,
+        "unparsed_lines": found.unparsed,
     }
-
-
-_jieba_lock = threading.Lock()
-
-
-def tokenize(text: str) -> list[str]:
-    """Chinese-aware tokens: jieba for CJK runs, whole words for Latin text."""
-    import jieba
-
-    with _jieba_lock:
-        jieba.setLogLevel(60)
-        pieces = jieba.lcut_for_search(_fold(text))
-    return [p for p in (x.strip() for x in pieces) if p and any(ch.isalnum() for ch in p)]
-
-
-class _KnowledgeIndex:
-    def __init__(self, world: World):
-        import bm25s
-
-        self.blocks = [
-            {
-                "title": f"{rb.title} / {heading}",
-                "source": f"runbooks/{rb.source}#{re.sub(r'[^a-z0-9]+', '-', heading.casefold()).strip('-')}",
-                "content": body,
-            }
-            for rb in world.runbooks
-            for heading, body in rb.sections
-        ]
-        self.retriever = bm25s.BM25()
-        self.retriever.index([tokenize(f"{b['title']} {b['content']}") for b in self.blocks], show_progress=False)
-
-
-_index_lock = threading.Lock()
-_indexes: dict[int, _KnowledgeIndex] = {}
-
-
-def _knowledge_index(world: World) -> _KnowledgeIndex:
-    with _index_lock:
-        if id(world) not in _indexes:
-            _indexes[id(world)] = _KnowledgeIndex(world)
-        return _indexes[id(world)]
 
 
 def lookup_knowledge(query: str, top_k: int = 3) -> dict:
     """Runbook sections ranked by BM25 over Chinese-aware tokens."""
     searched = {"query": query, "top_k": top_k}
+    try:
+        runbooks = active_sources().runbooks
+    except SourceError as exc:
+        return _failure("evidence_blocks", str(exc), searched)
     if not isinstance(query, str) or not query.strip():
-        return _failure("evidence_blocks", "query must be a non-empty string", searched)
+        return _failure("evidence_blocks", "query must be a non-empty string", searched, runbooks.label)
     if not isinstance(top_k, int) or isinstance(top_k, bool) or not 1 <= top_k <= MAX_TOP_K:
-        return _failure("evidence_blocks", f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}", searched)
-    index = _knowledge_index(get_world())
+        return _failure("evidence_blocks", f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}",
+                        searched, runbooks.label)
+    try:
+        index = runbooks.index()
+    except SourceError as exc:
+        return _failure("evidence_blocks", str(exc), searched, runbooks.label)
     tokens = tokenize(query)
     scores = index.retriever.get_scores(tokens) if tokens else []
     ranked = sorted(
@@ -205,7 +200,69 @@ def lookup_knowledge(query: str, top_k: int = 3) -> dict:
         if blocks
         else f"未找到相关知识 (no runbook section matched query={query!r})"
     )
-    return {"success": True, "evidence_blocks": blocks, "total": len(blocks), "message": message, "searched": searched}
+    return {"success": True, "evidence_blocks": blocks, "total": len(blocks), "message": message, "searched": searched,
+            "source": runbooks.label}
 
 
-TOOLS = {"query_metrics": query_metrics, "query_logs": query_logs, "lookup_knowledge": lookup_knowledge}
+def alert_text(alert: Mapping[str, Any]) -> str:
+    """An alert as one ref: its name and state, its fields as key=value, its description or
+    annotations, and its samples; a field the source does not give is left out."""
+    fields = ", ".join(f"{key}={alert[key]}" for key in ("service", "current", "threshold", "duration", "active_since")
+                       if alert.get(key) is not None)
+    text = f"{alert.get('name')} {alert.get('state')}, {fields}"
+    annotations = alert.get("annotations")
+    if alert.get("description") is not None:
+        text += f"; {alert['description']}"
+    elif isinstance(annotations, Mapping) and annotations:
+        text += "; " + "; ".join(f"{key}: {value}" for key, value in annotations.items())
+    samples = " -> ".join(str(s) for s in alert.get("samples") or [])
+    return f"{text}; samples: {samples}" if samples else text
+
+
+def log_text(log: Mapping[str, Any]) -> str:
+    stamp = str(log.get("timestamp", ""))
+    # The design quotes log lines as [HH:MM][LEVEL][service] message.
+    clock = stamp[11:16] if len(stamp) >= 16 and stamp[10] in "T " else stamp
+    return f"[{clock}][{log.get('level')}][{log.get('service')}] {log.get('message')}"
+
+
+def block_text(block: Mapping[str, Any]) -> str:
+    return f"{block.get('title')} ({block.get('source')}): {block.get('content')}"
+
+
+# The prompt text below is what every LM stage is told about each tool (the planner's and the tool
+# step's instructions); the line breaks keep the prompts the embedded model was measured on.
+QUERY_METRICS = ToolDeclaration(
+    function=query_metrics,
+    items="alerts",
+    evidence="direct",
+    render=alert_text,
+    guide="returns alerts (HighCPUUsage, HighMemoryUsage,\nSlowResponse, ...): any alert name is queried with "
+          "query_metrics.",
+    lm_arguments=("service", "alert_name", "state"),
+    catalog_values={"service": "services", "alert_name": "alert_names", "state": "alert_states"},
+    arg_desc={"service": "exact service name", "alert_name": "exact alert name", "state": "alert state"},
+)
+QUERY_LOGS = ToolDeclaration(
+    function=query_logs,
+    items="logs",
+    evidence="direct",
+    render=log_text,
+    guide="returns log lines matching\nevery concept in a short keyword query: use it for log events such as errors, "
+          "slow requests, GC, OOM\nor HikariCP connection pool exhaustion.",
+    lm_arguments=("query", "service", "level"),
+    catalog_values={"service": "services", "level": "log_levels"},
+    arg_desc={"query": "a short keyword query", "service": "exact service name", "level": "log level",
+              "limit": "most lines returned"},
+)
+LOOKUP_KNOWLEDGE = ToolDeclaration(
+    function=lookup_knowledge,
+    items="evidence_blocks",
+    evidence="indirect",
+    render=block_text,
+    guide="returns runbook sections, which say\nwhat to check but are never evidence of what is happening now.",
+    lm_arguments=("query",),
+    arg_desc={"query": "what to look up", "top_k": "most sections returned"},
+)
+
+TOOLBOX = Toolbox([QUERY_METRICS, QUERY_LOGS, LOOKUP_KNOWLEDGE])

@@ -1,55 +1,25 @@
 """ToolInvocationRecorder: every tool call goes through here and becomes an audited invocation.
 
-Evidence refs are extracted from the tool's structured output when the call is stored, with the
-three stable locators of the design (`$.alerts[i]`, `$.logs[i]`, `$.evidence_blocks[i]`). The
-recorder extracts; it never interprets.
+Evidence refs are extracted from the tool's structured output when the call is stored, as its
+declaration says: the items of its output list, each cited as `$.<items>[i]` with the declared
+rendering as text. The recorder extracts; it never interprets.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 from signatures.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
-from tools.functions import TOOLS
+from tools.declaration import Toolbox, ToolDeclaration
+from tools.functions import TOOLBOX
 
 PREVIEW_CHARS = 400
 
 
-def _number(value: Any) -> str:
-    return str(value)
-
-
-def alert_text(alert: Mapping[str, Any]) -> str:
-    samples = " -> ".join(_number(s) for s in alert.get("samples") or [])
-    text = (
-        f"{alert.get('name')} {alert.get('state')}, service={alert.get('service')}, current={alert.get('current')}, "
-        f"threshold={alert.get('threshold')}, duration={alert.get('duration')}; {alert.get('description')}"
-    )
-    return f"{text}; samples: {samples}" if samples else text
-
-
-def log_text(log: Mapping[str, Any]) -> str:
-    stamp = str(log.get("timestamp", ""))
-    # The design quotes log lines as [HH:MM][LEVEL][service] message.
-    clock = stamp[11:16] if len(stamp) >= 16 and stamp[10] in "T " else stamp
-    return f"[{clock}][{log.get('level')}][{log.get('service')}] {log.get('message')}"
-
-
-def block_text(block: Mapping[str, Any]) -> str:
-    return f"{block.get('title')} ({block.get('source')}): {block.get('content')}"
-
-
-EXTRACTORS: dict[str, tuple[str, Callable[[Mapping[str, Any]], str]]] = {
-    "query_metrics": ("alerts", alert_text),
-    "query_logs": ("logs", log_text),
-    "lookup_knowledge": ("evidence_blocks", block_text),
-}
-
-
-def extract_retrieval_details(tool_name: str, output: Any) -> RetrievalDetails:
+def extract_retrieval_details(declaration: ToolDeclaration | None, output: Any) -> RetrievalDetails:
     """Build evidence_status and evidence_refs from a tool's output; unparseable output has no refs."""
     if not isinstance(output, Mapping):
         return RetrievalDetails(evidence_status="failed", message=f"tool output is not an object: {type(output).__name__}")
@@ -57,12 +27,11 @@ def extract_retrieval_details(tool_name: str, output: Any) -> RetrievalDetails:
     message = str(output.get("message") or output.get("error") or "")
     if output.get("success") is not True:
         return RetrievalDetails(evidence_status="failed", searched=searched, message=message)
-    key, render = EXTRACTORS.get(tool_name, (None, None))
-    items = output.get(key) if key else None
+    items = output.get(declaration.items) if declaration else None
     refs = []
     if isinstance(items, list):
         refs = [
-            EvidenceRef(raw_path=f"$.{key}[{i}]", text=render(item))
+            EvidenceRef(raw_path=f"$.{declaration.items}[{i}]", text=declaration.render(item))
             for i, item in enumerate(items)
             if isinstance(item, Mapping)
         ]
@@ -81,23 +50,23 @@ class InvocationStore(Protocol):
 class ToolInvocationRecorder:
     """Runs tools for one session and stores each call, failures included, with a fresh id."""
 
-    def __init__(self, store: InvocationStore, session_id: str, tools: Mapping[str, Callable[..., dict]] | None = None):
+    def __init__(self, store: InvocationStore, session_id: str, toolbox: Toolbox = TOOLBOX):
         self.store = store
         self.session_id = session_id
-        self.tools = dict(tools or TOOLS)
+        self.toolbox = toolbox
         self.invocations: list[ToolInvocation] = []
 
     def call(self, tool_name: str, **kwargs: Any) -> ToolInvocation:
         started = time.perf_counter()
-        tool = self.tools.get(tool_name)
-        if tool is None:
+        declaration = self.toolbox.get(tool_name)
+        if declaration is None:
             output: Any = {
                 "success": False,
-                "error": f"unknown tool {tool_name!r}; available: {', '.join(sorted(self.tools))}",
+                "error": f"unknown tool {tool_name!r}; available: {', '.join(sorted(self.toolbox.names))}",
             }
         else:
             try:
-                output = tool(**kwargs)
+                output = declaration(**kwargs)
             except TypeError as exc:
                 output = {"success": False, "error": f"bad arguments for {tool_name}: {exc}"}
             except Exception as exc:  # a tool failure is evidence of nothing, but it must be recorded
@@ -105,7 +74,7 @@ class ToolInvocationRecorder:
         latency_ms = (time.perf_counter() - started) * 1000
         if not isinstance(output, dict):
             output = {"success": False, "error": f"{tool_name} returned {type(output).__name__}, not an object"}
-        details = extract_retrieval_details(tool_name, output)
+        details = extract_retrieval_details(declaration, output)
         serialised = json.dumps(output, ensure_ascii=False, default=str)
         preview = serialised if len(serialised) <= PREVIEW_CHARS else serialised[:PREVIEW_CHARS] + "…"
         invocation = self.store.add_invocation(
@@ -118,6 +87,7 @@ class ToolInvocationRecorder:
                 output_preview=preview,
                 retrieval_details=details,
                 success=bool(output.get("success") is True),
+                source=str(output.get("source") or ""),
                 latency_ms=round(latency_ms, 3),
             )
         )

@@ -13,8 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tools.sources.errors import SourceError
+from tools.sources.logs import LOG_LEVELS
+from tools.sources.runbooks import Runbook, load_runbook
+
 DEFAULT_WORLD_DIR = Path(__file__).resolve().parent / "world"
-LOG_LEVELS = ("DEBUG", "INFO", "WARN", "ERROR")
 ALERT_STATES = ("firing", "resolved")
 ALERT_FIELDS = ("name", "state", "service", "current", "threshold", "duration", "description", "samples")
 LOG_FIELDS = ("timestamp", "level", "service", "message")
@@ -25,14 +28,8 @@ class WorldError(RuntimeError):
 
 
 @dataclass(frozen=True)
-class Runbook:
-    source: str
-    title: str
-    sections: tuple[tuple[str, str], ...]
-
-
-@dataclass(frozen=True)
 class World:
+    root: Path
     services: tuple[dict[str, Any], ...]
     alerts: tuple[dict[str, Any], ...]
     logs: tuple[dict[str, Any], ...]
@@ -81,24 +78,14 @@ def _load_logs(path: Path) -> list[dict[str, Any]]:
     return logs
 
 
-def _load_runbook(path: Path) -> Runbook:
-    title = path.stem
-    sections: list[tuple[str, str]] = []
-    heading, body = "", []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if line.startswith("# "):
-            title = line[2:].strip()
-        elif line.startswith("## "):
-            if heading and "".join(body).strip():
-                sections.append((heading, " ".join(x.strip() for x in body if x.strip())))
-            heading, body = line[3:].strip(), []
-        else:
-            body.append(line)
-    if heading and "".join(body).strip():
-        sections.append((heading, " ".join(x.strip() for x in body if x.strip())))
-    if not sections:
-        raise WorldError(f"runbook {path} has no '## ' sections with text")
-    return Runbook(source=path.name, title=title, sections=tuple(sections))
+def load_synonyms(path: Path) -> dict[str, tuple[str, ...]]:
+    """Groups of query terms that name the same concept; keys starting with "_" are comments."""
+    raw = _read_json(path)
+    if not isinstance(raw, dict) or not all(
+            isinstance(terms, list) and all(isinstance(t, str) for t in terms)
+            for group, terms in raw.items() if not group.startswith("_")):
+        raise WorldError(f"{path}: expected an object of synonym groups, each a list of terms")
+    return {group: tuple(term.casefold() for term in terms) for group, terms in raw.items() if not group.startswith("_")}
 
 
 def load_world(directory: Path | str | None = None) -> World:
@@ -115,22 +102,20 @@ def load_world(directory: Path | str | None = None) -> World:
         raise WorldError(f"{root / 'alerts.json'}: expected a list of alerts")
     for i, a in enumerate(alerts):
         _require(a, ALERT_FIELDS, f"alerts.json[{i}]")
-    synonyms_raw = _read_json(root / "synonyms.json")
-    if not isinstance(synonyms_raw, dict):
-        raise WorldError(f"{root / 'synonyms.json'}: expected an object of synonym groups")
-    synonyms = {
-        group: tuple(term.casefold() for term in terms)
-        for group, terms in synonyms_raw.items()
-        if not group.startswith("_")
-    }
+    synonyms = load_synonyms(root / "synonyms.json")
     runbook_paths = sorted((root / "runbooks").glob("*.md"))
     if not runbook_paths:
         raise WorldError(f"no runbooks found under {root / 'runbooks'}")
+    try:
+        runbooks = tuple(load_runbook(p) for p in runbook_paths)
+    except SourceError as exc:
+        raise WorldError(str(exc)) from None
     return World(
+        root=root,
         services=tuple(services),
         alerts=tuple(alerts),
         logs=tuple(_load_logs(root / "logs.jsonl")),
-        runbooks=tuple(_load_runbook(p) for p in runbook_paths),
+        runbooks=runbooks,
         synonyms=synonyms,
     )
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import dspy
 
-from program.lm.adapter import adapter_for
 from program.entry.audit import AuditStore
+from program.lm.adapter import adapter_for
 from program.lm.compiled import load_program
 from program.lm.engine import resolve_lm
 from program.lm.pipeline import Diagnosis

@@ -20,7 +20,18 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import JSON, Boolean, DateTime, Float, Integer, String, Text, create_engine, inspect, select
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    DateTime,
+    Float,
+    Integer,
+    String,
+    Text,
+    create_engine,
+    inspect,
+    select,
+)
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
@@ -107,6 +118,8 @@ def _to_invocation(row: InvocationRow) -> ToolInvocation:
         output_preview=row.output_preview,
         retrieval_details=row.retrieval_details,
         success=row.success,
+        # The tool's output names its source; keeping it there needs no column an older database lacks.
+        source=str(row.output.get("source") or "") if isinstance(row.output, dict) else "",
         latency_ms=row.latency_ms,
         created_at=row.created_at,
     )

@@ -17,7 +17,8 @@ from program.evidence.verdict import IDENTIFIER, NUMBER, negated
 from signatures.contracts import Claim, MissingInfo, Verdict
 
 RAW_JSON = re.compile(r"[{\[]\s*\"[^\"]+\"\s*:|\"(?:claim_id|evidence_bindings|source_invocation_id|raw_path)\"")
-RAW_PATH = re.compile(r"\$\.(?:alerts|logs|evidence_blocks)\[\d+\]")
+# Any locator of any tool's output: an answer is for a person, who has no use for one.
+RAW_PATH = re.compile(r"\$\.[A-Za-z_]+\[\d+\]")
 NO_EVIDENCE_PHRASES = ("未检索到", "未找到", "没有找到", "无真实证据", "no real evidence", "no evidence", "not found")
 DUMP_CHARS = 100
 MAX_ANSWER_CHARS = 800

@@ -15,7 +15,6 @@ prints the GatekeeperResult as JSON; exit 0 on pass, 1 on fail, 2 on unreadable 
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -27,7 +26,6 @@ from program.evidence.injection import addresses_the_model, instruction_in
 from program.evidence.matching import match_excerpt, occurs_in_order
 from signatures.contracts import (
     SEVERITY_RANK,
-    TOOL_NAMES,
     CheckedBinding,
     EvidenceBinding,
     ExecutorOutput,
@@ -35,9 +33,8 @@ from signatures.contracts import (
     GatekeeperResult,
     ToolInvocation,
 )
-
-RAW_PATH = re.compile(r"^\$\.(alerts|logs|evidence_blocks)\[(0|[1-9][0-9]*)\]$")
-PATH_KIND = {"query_metrics": "alerts", "query_logs": "logs", "lookup_knowledge": "evidence_blocks"}
+from tools.declaration import LOCATOR, Toolbox
+from tools.functions import TOOLBOX
 
 REJECT_RULES = frozenset(
     {
@@ -62,6 +59,7 @@ class _Verdict:
 class _Context:
     session_id: str
     invocations: Mapping[int, ToolInvocation]
+    toolbox: Toolbox
     session_invocations: list[ToolInvocation] = field(default_factory=list)
 
     def locate_elsewhere(self, excerpt: str, skip: tuple[int, str | None]) -> str | None:
@@ -76,7 +74,7 @@ class _Context:
 
 
 def _check_binding(binding: EvidenceBinding, claim_type: str | None, ctx: _Context) -> _Verdict:
-    if binding.tool_name not in TOOL_NAMES:
+    if binding.tool_name not in ctx.toolbox:
         return _Verdict("reject", "evidence.tool_name", f"tool_name {binding.tool_name!r} is not a known tool")
     if binding.source_invocation_id is None:
         return _Verdict("low_confid", "evidence.invocation_missing", "binding has no source_invocation_id")
@@ -134,12 +132,15 @@ def _check_binding(binding: EvidenceBinding, claim_type: str | None, ctx: _Conte
             "evidence.no_refs",
             f"invocation {inv.id} has no evidence_refs in retrieval_details; nothing to compare against",
         )
-    if raw_path not in refs:
-        shape = RAW_PATH.match(raw_path)
-        if shape is None:
-            why = "is not one of the supported locators $.alerts[i], $.logs[i], $.evidence_blocks[i]"
-        elif shape.group(1) != PATH_KIND.get(inv.tool_name):
-            why = f"cannot come from {inv.tool_name}, whose refs are $.{PATH_KIND.get(inv.tool_name)}[i]"
+    items = ctx.toolbox.get(inv.tool_name).items
+    locator = LOCATOR.match(raw_path)
+    # Checked even when the path is among the refs: a record whose refs do not follow the tool's
+    # declaration was not written by the recorder.
+    if locator is None or locator.group(1) != items or raw_path not in refs:
+        if locator is None:
+            why = f"is not one of the supported locators {ctx.toolbox.locators()}"
+        elif locator.group(1) != items:
+            why = f"cannot come from {inv.tool_name}, whose refs are $.{items}[i]"
         else:
             why = f"is not among invocation {inv.id}'s refs ({', '.join(refs)})"
         return _Verdict("reject", "evidence.raw_path", f"raw_path {raw_path!r} {why}")
@@ -168,6 +169,7 @@ def check(
     backfilled: Iterable[tuple[str, int]] = (),
     prior_errors: Iterable[Finding] = (),
     prior_warnings: Iterable[Finding] = (),
+    toolbox: Toolbox = TOOLBOX,
 ) -> GatekeeperResult:
     """Check every binding. `invocations` may include other sessions' calls (to tell foreign from
     unknown ids); `backfilled` names (owner_id, binding_index) pairs the hook filled in;
@@ -176,6 +178,7 @@ def check(
     ctx = _Context(
         session_id=session_id,
         invocations=by_id,
+        toolbox=toolbox,
         session_invocations=sorted((i for i in by_id.values() if i.session_id == session_id), key=lambda i: i.id),
     )
     backfilled_set = set(backfilled)

@@ -19,6 +19,8 @@ from signatures.contracts import (
     ToolInvocation,
     VerifierInput,
 )
+from tools.declaration import Toolbox
+from tools.functions import TOOLBOX
 
 
 def backfill(
@@ -57,8 +59,9 @@ def backfill(
 
 
 class VerifierInputHook:
-    def __init__(self, store):
+    def __init__(self, store, toolbox: Toolbox = TOOLBOX):
         self.store = store
+        self.toolbox = toolbox
 
     def run(
         self,
@@ -94,12 +97,13 @@ class VerifierInputHook:
             backfilled=filled,
             prior_errors=prior_errors,
             prior_warnings=warnings,
+            toolbox=self.toolbox,
         )
         return VerifierInput(
             original_query=original_query,
             executor_structured_output=patched,
             gatekeeper_result=result,
-            tool_trace_summary=build_trace_summary(session_invocations),
+            tool_trace_summary=build_trace_summary(session_invocations, self.toolbox),
             executor_output_parse_status=parse_status,
             retry_context=retry_context,
         )

@@ -12,7 +12,14 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from signatures.contracts import Claim, ExecutorOutput, Hypothesis, MissingInfo, ParseStatus, RecommendedAction
+from signatures.contracts import (
+    Claim,
+    ExecutorOutput,
+    Hypothesis,
+    MissingInfo,
+    ParseStatus,
+    RecommendedAction,
+)
 
 FIELDS: dict[str, type[BaseModel]] = {
     "claims": Claim,

@@ -1,7 +1,9 @@
 """Deterministic reading of a question's scope: is it narrow, and which topics did it exclude?
 
-The executor's prompt carries the narrow-scope rules (prompt-first, as the design decided); this
-module gives code the same reading so the composer scan and the metrics can check the result.
+This is the one owner of a question's scope. The pipeline reads it once per run and gives it to
+every stage (the plan the executor sees carries it), and the devset's metric reads it too. The
+executor's prompt carries the narrow-scope rules (prompt-first, as the design decided); code checks
+the result against this reading.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ import re
 import unicodedata
 from dataclasses import dataclass, field
 
-from tools.world import get_world
+from tools.catalog import Catalog
 
 NARROW_MARKERS = (
     "只确认", "只排查", "只看", "不要分析", "不要扩展", "只回答", "是否真实存在", "是否存在",
@@ -45,9 +47,9 @@ class Scope:
     excluded_terms: tuple[str, ...] = field(default=())
 
 
-def expand_terms(topics: list[str] | tuple[str, ...]) -> tuple[str, ...]:
+def expand_terms(topics: list[str] | tuple[str, ...], catalog: Catalog) -> tuple[str, ...]:
     """Spellings of each topic: itself, its search-synonym group, bilingual aliases, order ids."""
-    synonyms = get_world().synonyms
+    synonyms = catalog.synonyms
     terms: list[str] = []
     for topic in topics:
         folded = _fold(topic).strip()
@@ -65,20 +67,17 @@ def expand_terms(topics: list[str] | tuple[str, ...]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(t for t in terms if t))
 
 
-def read_scope(question: str, extra_excluded: list[str] | tuple[str, ...] = ()) -> Scope:
-    """The one reading of a question's scope. `extra_excluded` (the planner's reading) is taken only
-    where it quotes what the question itself excludes: a small planner copies topics from its demos,
-    or lists the very service that was asked about."""
+def read_scope(question: str, catalog: Catalog) -> Scope:
+    """The one reading of a question's scope, from the question's own words: its narrow markers and
+    its exclusion clauses. A planner's reading is not taken: a small planner copies topics from its
+    demos, or lists the very service that was asked about."""
     folded = _fold(question)
     narrow = any(marker in folded for marker in NARROW_MARKERS)
     topics: list[str] = []
-    clauses = []
     for match in EXCLUSION.finditer(unicodedata.normalize("NFKC", question)):
-        clauses.append(_fold(match.group("topics")))
         topics.extend(t.strip() for t in SPLIT.split(match.group("topics")) if t.strip())
-    topics.extend(t for t in extra_excluded if t and t.strip() and any(_fold(t).strip() in c for c in clauses))
     topics = list(dict.fromkeys(topics))
-    return Scope(narrow=narrow, excluded_topics=tuple(topics), excluded_terms=expand_terms(topics))
+    return Scope(narrow=narrow, excluded_topics=tuple(topics), excluded_terms=expand_terms(topics, catalog))
 
 
 def mentions(text: str, terms: tuple[str, ...] | list[str]) -> list[str]:

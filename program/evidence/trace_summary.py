@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from signatures.contracts import TraceSummaryEntry, ToolInvocation
+from signatures.contracts import ToolInvocation, TraceSummaryEntry
+from tools.declaration import Toolbox
+from tools.functions import TOOLBOX
 
-LEVEL_BY_TOOL = {"query_metrics": "direct", "query_logs": "direct", "lookup_knowledge": "indirect"}
-LABEL_BY_TOOL = {"query_metrics": "metric_evidence", "query_logs": "log_evidence", "lookup_knowledge": "runbook"}
 MAX_REFS_PER_CALL = 3
 MAX_ITEM_CHARS = 160
 
@@ -33,20 +33,24 @@ def _describe(inv: ToolInvocation) -> str:
     return f"#{inv.id} " + " | ".join(shown) + more
 
 
-def build_trace_summary(invocations: Iterable[ToolInvocation]) -> list[TraceSummaryEntry]:
+def build_trace_summary(invocations: Iterable[ToolInvocation], toolbox: Toolbox = TOOLBOX) -> list[TraceSummaryEntry]:
     by_tool: dict[str, list[ToolInvocation]] = {}
     for inv in sorted(invocations, key=lambda i: i.id):
         by_tool.setdefault(inv.tool_name, []).append(inv)
     entries = []
     for n, (tool, calls) in enumerate(by_tool.items(), start=1):
         has_refs = any(inv.retrieval_details.evidence_refs for inv in calls)
+        declaration = toolbox.get(tool)
+        # A tool this toolbox does not declare is indirect at best: nothing says what its output proves.
+        level = declaration.evidence if declaration else "indirect"
         entries.append(
             TraceSummaryEntry(
                 trace_ref=f"trace-{n}",
                 tool_name=tool,
                 source_invocation_ids=[inv.id for inv in calls],
-                evidence_level=LEVEL_BY_TOOL.get(tool, "indirect") if has_refs else "none",
-                output_summary=f"{LABEL_BY_TOOL.get(tool, tool)}: " + " || ".join(_describe(inv) for inv in calls),
+                evidence_level=level if has_refs else "none",
+                output_summary=f"{declaration.label if declaration else tool}: "
+                               + " || ".join(_describe(inv) for inv in calls),
                 invocation_count=len(calls),
                 no_hit_invocation_count=sum(inv.retrieval_details.evidence_status == "no_evidence" for inv in calls),
             )

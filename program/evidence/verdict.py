@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from program.evidence.matching import NEGATION_CHARS, NEGATION_WORDS
 from program.evidence.relevance import Target, off_topic
 from program.evidence.scope import mentions
-from signatures.contracts import Claim, ClaimJudgement, Finding, GatekeeperResult, VerifiedClaim, VerifierEvaluation
+from signatures.contracts import (
+    Claim,
+    ClaimJudgement,
+    Finding,
+    GatekeeperResult,
+    VerifiedClaim,
+    VerifierEvaluation,
+)
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # Names and identifiers whose every letter matters: anything with a digit, a joiner or an inner capital.

@@ -28,12 +28,14 @@ from dspy.adapters.utils import serialize_for_json
 from pydantic import BaseModel
 
 from program.evidence.matching import match_excerpt
-from signatures.contracts import TOOL_PARAMETERS, ToolCall, ToolInvocation
+from signatures.contracts import ToolCallContract, ToolInvocation
 from tools.catalog import Catalog
+from tools.declaration import Toolbox
 
 SchemaPatch = Callable[[dict], dict]
 _patch: ContextVar[SchemaPatch | None] = ContextVar("schema_patch", default=None)
 TEXT_MAX_CHARS = 200
+QUERY_MAX_CHARS = 80
 NARROW_MAX_CLAIMS = 2
 BROAD_MAX_CLAIMS = 4
 # Clause boundaries inside a ref: "HighMemoryUsage firing, ...; JVM heap usage 3.8GB/4GB; ...".
@@ -81,8 +83,9 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
 
 def _as_emitted(value):
     """A demo value as the grammar lets the model write it: a tool call carries only its own arguments."""
-    if isinstance(value, list) and value and all(isinstance(v, ToolCall) for v in value):
-        return [{"tool_name": v.tool_name, **{k: getattr(v, k) for k in TOOL_PARAMETERS[v.tool_name]}} for v in value]
+    if isinstance(value, list) and value and all(isinstance(v, ToolCallContract) for v in value):
+        return [{"tool_name": v.tool_name, **{k: getattr(v, k, None) for k in v.toolbox.get(v.tool_name).lm_arguments}}
+                for v in value]
     return value
 
 
@@ -169,33 +172,42 @@ def citation_patch(invocations: list[ToolInvocation], *, narrow: bool = False, c
     return patch
 
 
-def tool_call_patch(catalog: Catalog, *, min_calls: int = 0) -> SchemaPatch:
-    """Each call carries only its tool's arguments (each may be null), real service and alert
-    names from the active catalog, and at most four calls. Every shape keeps ToolCall's field
-    order, which is the order demos are written in: a grammar that disagreed with the demos would
-    stop a small model from following them."""
+def _argument_schema(schema: dict) -> dict:
+    """A declared argument's JSON schema as the grammar takes it: no defaults or titles, and every
+    free string bounded."""
+    kept = {k: copy.deepcopy(v) for k, v in schema.items() if k not in ("default", "description", "title")}
+    for branch in [kept, *kept.get("anyOf", [])]:
+        if branch.get("type") == "string" and "enum" not in branch:
+            branch["maxLength"] = QUERY_MAX_CHARS
+    return kept
+
+
+def tool_call_patch(catalog: Catalog, toolbox: Toolbox, *, min_calls: int = 0) -> SchemaPatch:
+    """Each call carries only its tool's declared arguments, in the declared order (the order demos
+    are written in: a grammar that disagreed with the demos would stop a small model from following
+    them); arguments the declaration ties to the catalog take only its names (or null); at most
+    four calls."""
     null = {"type": "null"}
-    arguments = {
-        "query": {"type": "string", "maxLength": 80},
-        "service": {"anyOf": [{"enum": sorted(catalog.services)}, null]},
-        "alert_name": {"anyOf": [{"enum": sorted(catalog.alert_names)}, null]},
-        "level": {"anyOf": [{"enum": list(catalog.log_levels)}, null]},
-        "state": {"anyOf": [{"enum": list(catalog.alert_states)}, null]},
-    }
+    shapes = []
+    for declaration in toolbox:
+        # Only the tool's own arguments: writing the others as null costs tokens and says nothing.
+        props: dict = {"tool_name": {"const": declaration.name}}
+        for name in declaration.lm_arguments:
+            field = declaration.catalog_values.get(name)
+            if field is None:
+                props[name] = _argument_schema(declaration.tool.args[name])
+            else:
+                # A source that named nothing (a server that did not answer) leaves only null.
+                values = list(getattr(catalog, field))
+                props[name] = {"anyOf": [{"enum": values}, null]} if values else null
+        shapes.append({"type": "object", "properties": props, "required": list(props), "additionalProperties": False})
 
     def patch(schema: dict) -> dict:
         _set_lengths(schema, {"tool_calls": 4})
         if min_calls and "tool_calls" in schema.get("properties", {}):
             schema["properties"]["tool_calls"]["minItems"] = min_calls
         if "ToolCall" in schema.get("$defs", {}):
-            shapes = []
-            for tool, accepted in TOOL_PARAMETERS.items():
-                # Only the tool's own arguments: writing the others as null costs tokens and says nothing.
-                props = {"tool_name": {"const": tool}}
-                props.update({name: arguments[name] for name in arguments if name in accepted})
-                shapes.append({"type": "object", "properties": props, "required": list(props),
-                               "additionalProperties": False})
-            schema["$defs"]["ToolCall"] = {"anyOf": shapes}
+            schema["$defs"]["ToolCall"] = {"anyOf": copy.deepcopy(shapes)}
         return schema
 
     return patch

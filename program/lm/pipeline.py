@@ -18,16 +18,22 @@ from datetime import UTC, datetime
 import dspy
 from dspy.utils.callback import BaseCallback
 
-from program.lm.adapter import chain, citation_patch, constrained, drop_properties, length_patch, tool_call_patch
-from program.evidence.answer import deterministic_answer, fact_line, scan_answer
 from program.entry.audit import AuditStore, this_process
+from program.evidence.answer import deterministic_answer, fact_line, scan_answer
 from program.evidence.hook import VerifierInputHook
-from program.lm.engine import is_embedded, preflight
 from program.evidence.parsing import salvage_executor_output
 from program.evidence.relevance import question_target
 from program.evidence.scope import read_scope
-from program.evidence.trace_summary import LEVEL_BY_TOOL
 from program.evidence.verdict import CitedRef, claim_blockers, enforce
+from program.lm.adapter import (
+    chain,
+    citation_patch,
+    constrained,
+    drop_properties,
+    length_patch,
+    tool_call_patch,
+)
+from program.lm.engine import is_embedded, preflight
 from signatures.contracts import (
     Claim,
     ClaimJudgement,
@@ -43,12 +49,21 @@ from signatures.contracts import (
     RetryContext,
     SelfEvaluation,
     StageUsage,
-    ToolCall,
     VerifierInput,
+    tool_call_contract,
 )
 from signatures.demos import executor_demos, judge_demos, planner_demos
-from signatures.diagnosis import CiteEvidence, ComposeAnswer, GatherEvidence, JudgeClaim, PlanDiagnosis
+from signatures.diagnosis import (
+    CiteEvidence,
+    ComposeAnswer,
+    GatherEvidence,
+    JudgeClaim,
+    PlanDiagnosis,
+    for_toolbox,
+)
 from tools.catalog import active_catalog
+from tools.declaration import Toolbox
+from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder, render_observations
 
 log = logging.getLogger(__name__)
@@ -88,12 +103,15 @@ class Diagnosis(dspy.Module):
     citations -> hook and gatekeeper -> code checks -> verifier, one claim at a time -> composer."""
 
     def __init__(self, store: AuditStore | None = None, *, max_tool_rounds: int = 2, max_calls_per_round: int = 4,
-                 max_executor_attempts: int = 2, constrain: bool | None = None, cite_by_choosing: bool = True):
+                 max_executor_attempts: int = 2, constrain: bool | None = None, cite_by_choosing: bool = True,
+                 toolbox: Toolbox = TOOLBOX):
         super().__init__()
+        # The declared tools: what the planner is told about and may call, and what the checks know.
+        self.toolbox = toolbox
         # Output budgets per stage keep a looping model from running to the context limit.
-        self.planner = dspy.Predict(PlanDiagnosis, max_tokens=300)
+        self.planner = dspy.Predict(for_toolbox(PlanDiagnosis, toolbox), max_tokens=300)
         self.planner.demos = planner_demos()
-        self.gather = dspy.Predict(GatherEvidence, max_tokens=250)
+        self.gather = dspy.Predict(for_toolbox(GatherEvidence, toolbox), max_tokens=250)
         self.executor = dspy.Predict(CiteEvidence, max_tokens=900)
         self.executor.demos = executor_demos()
         self.verifier = dspy.Predict(JudgeClaim, max_tokens=120)
@@ -147,7 +165,7 @@ class Diagnosis(dspy.Module):
     def forward(self, question: str, session_id: str | None = None) -> dspy.Prediction:
         callbacks = [*dspy.settings.callbacks, CALL_COUNTER] if CALL_COUNTER not in dspy.settings.callbacks else None
         run = _Run(question=question, session_id=session_id or f"diag-{uuid.uuid4().hex[:12]}",
-                   lm_model=getattr(dspy.settings.lm, "model", "") or "", store=self.store)
+                   lm_model=getattr(dspy.settings.lm, "model", "") or "", store=self.store, toolbox=self.toolbox)
         with dspy.context(callbacks=callbacks) if callbacks else nullcontext():
             problem = preflight(dspy.settings.lm)
             if problem:
@@ -174,32 +192,35 @@ class Diagnosis(dspy.Module):
 
     def _plan(self, run: _Run) -> None:
         """The plan and the first round of tool calls come from one LM call."""
-        calls: list[ToolCall] = []
+        calls = []
         # The first round's tool calls are the evidence plan, so the plan does not spell it out again;
         # and a question that excludes nothing leaves no room for the planner to invent exclusions.
         limits = {**PLAN_LIMITS, "excluded_topics": PLAN_LIMITS["excluded_topics"] if run.scope.excluded_topics else 0}
         patch = chain(length_patch(limits), drop_properties("PlannerOutput", ("evidence_plan",)),
-                      tool_call_patch(run.catalog, min_calls=1))
+                      tool_call_patch(run.catalog, self.toolbox, min_calls=1))
         try:
             with self._stage(run.usage, "planner"), self._patch(patch):
                 pred = self.planner(question=run.question)
-            run.plan, calls = pred.plan, list(pred.tool_calls)
+            run.use_plan(pred.plan)
+            calls = list(pred.tool_calls)
         except Exception as exc:
             run.errors.append(_stage_error("planner", exc))
-        run.scope = read_scope(run.question, run.plan.excluded_topics)
         run.record.planner_output = run.plan
         # Alerts first: the executor quotes the observations in order, and the alert is the primary evidence.
         self._call_tools(run, [*self._named_alert_calls(run, calls), *calls])
 
-    def _named_alert_calls(self, run: _Run, calls: list[ToolCall]) -> list[ToolCall]:
+    def _named_alert_calls(self, run: _Run, calls: list) -> list:
         """An alert the question names, on a service it names, is always looked up: the planner may
         choose more evidence, but never less than the question itself spells out."""
+        if "query_metrics" not in self.toolbox:
+            return []
+        call = tool_call_contract(self.toolbox)
         asked = {(c.service, (c.alert_name or "").casefold()) for c in calls if c.tool_name == "query_metrics"}
         added = []
         for service in run.target.services:
             for alert in run.target.alerts:
                 if (service, alert.casefold()) not in asked:
-                    added.append(ToolCall(tool_name="query_metrics", service=service, alert_name=alert))
+                    added.append(call(tool_name="query_metrics", service=service, alert_name=alert))
         if added:
             run.record.notes.append(Finding(rule="planner.named_alert_added", message="the question names "
                                       + ", ".join(f"{c.alert_name} on {c.service}" for c in added)
@@ -208,7 +229,7 @@ class Diagnosis(dspy.Module):
 
     def _gather(self, run: _Run) -> None:
         """More rounds only where they can help: a broad question, or a plan that gathered nothing."""
-        patch = tool_call_patch(run.catalog)
+        patch = tool_call_patch(run.catalog, self.toolbox)
         for _ in range(self.max_tool_rounds - 1):
             if run.scope.narrow and run.recorder.invocations:
                 return
@@ -222,9 +243,9 @@ class Diagnosis(dspy.Module):
             if not self._call_tools(run, calls):
                 return
 
-    def _call_tools(self, run: _Run, calls: list[ToolCall]) -> bool:
+    def _call_tools(self, run: _Run, calls: list) -> bool:
         """Run the calls that were not made before; False when there was nothing new to run."""
-        run.record.tool_requests.append(list(calls))
+        run.record.tool_requests.append([{"tool_name": c.tool_name, **c.arguments()} for c in calls])
         done = {(inv.tool_name, tuple(sorted(inv.input.items()))) for inv in run.recorder.invocations}
         fresh = []
         for call in calls:
@@ -241,7 +262,7 @@ class Diagnosis(dspy.Module):
 
     def _cite_and_check(self, run: _Run) -> VerifierInput:
         """Executor citations, then the hook; one bounded retry after a gatekeeper reject."""
-        hook = VerifierInputHook(run.store)
+        hook = VerifierInputHook(run.store, self.toolbox)
         retry_context: RetryContext | None = None
         for attempt in range(1, self.max_executor_attempts + 1):
             output, parse_status = self._cite(run, retry_context)
@@ -294,7 +315,7 @@ class Diagnosis(dspy.Module):
             cited.setdefault(cb.claim_id, []).append(CitedRef(
                 tool_name=inv.tool_name, text=text, no_hit=cb.raw_path is None, backfilled=cb.backfilled,
                 searched=f"{inv.tool_name}({', '.join(f'{k}={v!r}' for k, v in inv.input.items())})",
-                indirect=LEVEL_BY_TOOL.get(inv.tool_name) == "indirect"))
+                indirect=getattr(self.toolbox.get(inv.tool_name), "evidence", "indirect") == "indirect"))
         return cited
 
     def _verify(self, run: _Run, verifier_input: VerifierInput):
@@ -369,6 +390,7 @@ class _Run:
     session_id: str
     lm_model: str
     store: AuditStore
+    toolbox: Toolbox
     usage: dict[str, StageUsage] = field(default_factory=dict)
     errors: list[Finding] = field(default_factory=list)
     cited: dict[str, list[CitedRef]] = field(default_factory=dict)
@@ -376,13 +398,26 @@ class _Run:
     def __post_init__(self):
         self.record = DiagnosisSession(session_id=self.session_id, query=self.question, process=this_process(),
                                        created_at=datetime.now(UTC), lm_model=self.lm_model)
-        self.recorder = ToolInvocationRecorder(self.store, self.session_id)
-        self.scope = read_scope(self.question)
-        # One reading of the active source's names per run, used by every stage and check.
+        self.recorder = ToolInvocationRecorder(self.store, self.session_id, self.toolbox)
+        # One reading of the active sources' names and of the question's scope per run, used by
+        # every stage and check.
         self.catalog = active_catalog()
+        self.record.notes.extend(Finding(rule="source.unavailable", message=problem)
+                                 for problem in self.catalog.problems)
+        self.scope = read_scope(self.question, self.catalog)
         self.target = question_target(self.question, self.catalog)
         self.plan = PlannerOutput(scope="narrow" if self.scope.narrow else "broad",
                                   excluded_topics=list(self.scope.excluded_topics))
+
+    def use_plan(self, planned: PlannerOutput) -> None:
+        """The planner's plan, with the scope code read from the question: scope has one owner."""
+        self.plan = planned.model_copy(update={"scope": "narrow" if self.scope.narrow else "broad",
+                                               "excluded_topics": list(self.scope.excluded_topics)})
+        if (planned.scope, planned.excluded_topics) != (self.plan.scope, self.plan.excluded_topics):
+            self.record.notes.append(Finding(
+                rule="planner.scope_replaced",
+                message=f"the planner read scope={planned.scope}, excluded={planned.excluded_topics}; the question "
+                        f"says scope={self.plan.scope}, excluded={self.plan.excluded_topics}"))
 
     def _close(self, status: str, verdict: str, composer: ComposerOutput, evaluation=None) -> DiagnosisSession:
         record = self.record

@@ -3,7 +3,12 @@
 import dspy
 import pytest
 
-from devset.gold import find_ref, fixture_executor_output, gold_executor_output, gold_tool_calls
+from devset.gold import (
+    find_ref,
+    fixture_executor_output,
+    gold_executor_output,
+    gold_tool_calls,
+)
 from devset.metric import diagnosis_metric, score_fixture, score_run
 from program.entry.api import diagnose
 from signatures.contracts import DiagnosisResult, GatekeeperResult, ToolCall

@@ -38,4 +38,4 @@ def good_lm(case: dict, *, planner=None, gather=None, executor=None, verifier=No
 
 def broad(case: dict, question: str) -> dict:
     """The same case asked as a broad question, so the composer LM is asked to phrase the answer."""
-    return {**case, "question": question, "narrow": False}
+    return {**case, "question": question}

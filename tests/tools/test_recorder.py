@@ -1,6 +1,11 @@
 import threading
 
-from tools.recorder import PREVIEW_CHARS, ToolInvocationRecorder, extract_retrieval_details
+from tools.functions import QUERY_LOGS, TOOLBOX
+from tools.recorder import (
+    PREVIEW_CHARS,
+    ToolInvocationRecorder,
+    extract_retrieval_details,
+)
 
 
 def test_metrics_refs_carry_the_whole_alert(recorder):
@@ -50,7 +55,8 @@ def test_a_crashing_tool_is_recorded_not_raised(store):
     def explode(**_):
         raise RuntimeError("backend down")
 
-    inv = ToolInvocationRecorder(store, "s", tools={"query_logs": explode}).call("query_logs", query="x")
+    toolbox = TOOLBOX.with_tools(QUERY_LOGS.answered_by(explode))
+    inv = ToolInvocationRecorder(store, "s", toolbox).call("query_logs", query="x")
     assert not inv.success and "backend down" in inv.output["error"]
 
 
@@ -61,8 +67,8 @@ def test_preview_is_truncated_but_refs_keep_full_text(recorder):
 
 
 def test_unparseable_output_keeps_a_status():
-    assert extract_retrieval_details("query_logs", "not a dict").evidence_status == "failed"
-    assert extract_retrieval_details("query_logs", {"success": True, "logs": "oops"}).evidence_status == "no_evidence"
+    assert extract_retrieval_details(QUERY_LOGS, "not a dict").evidence_status == "failed"
+    assert extract_retrieval_details(QUERY_LOGS, {"success": True, "logs": "oops"}).evidence_status == "no_evidence"
 
 
 def test_ids_are_unique_across_sessions_and_threads(store):

@@ -9,7 +9,12 @@ import uuid
 import pytest
 
 from program.entry.audit import AuditStore, AuditStoreError, this_process
-from signatures.contracts import DiagnosisSession, GatekeeperResult, SelfEvaluation, VerifierEvaluation
+from signatures.contracts import (
+    DiagnosisSession,
+    GatekeeperResult,
+    SelfEvaluation,
+    VerifierEvaluation,
+)
 from tools.recorder import ToolInvocationRecorder
 
 

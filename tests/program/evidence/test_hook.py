@@ -109,6 +109,6 @@ def test_trace_summary_levels_and_counts(recorder, store):
     assert entries["lookup_knowledge"].evidence_level == "indirect"
     logs = entries["query_logs"]
     assert (logs.evidence_level, logs.invocation_count, logs.no_hit_invocation_count) == ("direct", 3, 1)
-    assert logs.output_summary.startswith("log_evidence: ") and "no_hit" in logs.output_summary
+    assert logs.output_summary.startswith("logs (direct): ") and "no_hit" in logs.output_summary
     assert "(+3 more refs)" in logs.output_summary and "failed: query must be a string" in logs.output_summary
     assert [e.trace_ref for e in build_trace_summary(store.list_invocations("sess-test"))] == ["trace-1", "trace-2", "trace-3"]

@@ -3,8 +3,19 @@
 import pytest
 
 from program.evidence.relevance import Target
-from program.evidence.verdict import CitedRef, claim_blockers, code_sees_support, enforce
-from signatures.contracts import CheckedBinding, Claim, ClaimJudgement, Finding, GatekeeperResult
+from program.evidence.verdict import (
+    CitedRef,
+    claim_blockers,
+    code_sees_support,
+    enforce,
+)
+from signatures.contracts import (
+    CheckedBinding,
+    Claim,
+    ClaimJudgement,
+    Finding,
+    GatekeeperResult,
+)
 
 ALERT = "HighMemoryUsage firing, service=order-service, current=91%, threshold=85%, duration=15m"
 CLAIM = Claim(claim_id="c1", claim_type="observation", claim_text="order-service 存在 HighMemoryUsage 告警，current=91%",

@@ -1,10 +1,11 @@
 import dspy
 
-from program.lm.adapter import citation_patch, ref_spans, tool_call_patch
 from program.evidence.matching import match_excerpt
-from signatures.contracts import TOOL_PARAMETERS, EvidenceBinding, PlannerOutput, ToolCall
+from program.lm.adapter import citation_patch, ref_spans, tool_call_patch
+from signatures.contracts import EvidenceBinding, PlannerOutput, ToolCall
 from signatures.diagnosis import CiteEvidence, GatherEvidence, PlanDiagnosis
 from tools.catalog import Catalog
+from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder
 
 CATALOG = Catalog(services=("order-service",), alert_names=("HighMemoryUsage",), log_levels=("INFO", "WARN"),
@@ -17,13 +18,13 @@ def _schema(signature):
     return _get_structured_outputs_response_format(signature).model_json_schema()
 
 
-def test_tool_call_shapes_carry_only_their_own_arguments_in_field_order():
-    schema = tool_call_patch(CATALOG)(_schema(GatherEvidence))
+def test_tool_call_shapes_carry_only_their_own_arguments_in_declared_order():
+    schema = tool_call_patch(CATALOG, TOOLBOX)(_schema(GatherEvidence))
     shapes = schema["$defs"]["ToolCall"]["anyOf"]
     assert [s["properties"]["tool_name"]["const"] for s in shapes] == ["query_metrics", "query_logs", "lookup_knowledge"]
-    for shape in shapes:
-        tool = shape["properties"]["tool_name"]["const"]
-        assert list(shape["properties"]) == ["tool_name", *[f for f in ToolCall.model_fields if f in TOOL_PARAMETERS[tool]]]
+    assert [list(shape["properties"]) for shape in shapes] == [
+        ["tool_name", "service", "alert_name", "state"], ["tool_name", "query", "service", "level"], ["tool_name", "query"]]
+    assert shapes[1]["properties"]["query"] == {"type": "string", "maxLength": 80}
     metrics = shapes[0]["properties"]
     assert "query" not in metrics and metrics["service"]["anyOf"][0]["enum"] == ["order-service"]
     assert shapes[1]["properties"]["level"]["anyOf"][0]["enum"] == ["INFO", "WARN"]
@@ -31,7 +32,7 @@ def test_tool_call_shapes_carry_only_their_own_arguments_in_field_order():
 
 
 def test_the_planner_must_make_at_least_one_call():
-    schema = tool_call_patch(CATALOG, min_calls=1)(_schema(PlanDiagnosis))
+    schema = tool_call_patch(CATALOG, TOOLBOX, min_calls=1)(_schema(PlanDiagnosis))
     assert schema["properties"]["tool_calls"]["minItems"] == 1
 
 
@@ -74,15 +75,16 @@ def test_a_clause_the_gatekeeper_would_refuse_is_not_offered():
 
 
 def test_the_patched_schema_compiles_to_a_llama_grammar(store):
-    from llama_cpp import LlamaGrammar
     import json
+
+    from llama_cpp import LlamaGrammar
 
     recorder = ToolInvocationRecorder(store, "s")
     recorder.call("query_logs", query="内存", service="order-service")
     from program.lm.engine import schema_grammar_text
 
     for schema in (citation_patch(recorder.invocations)(_schema(CiteEvidence)),
-                   tool_call_patch(CATALOG, min_calls=1)(_schema(PlanDiagnosis))):
+                   tool_call_patch(CATALOG, TOOLBOX, min_calls=1)(_schema(PlanDiagnosis))):
         grammar = schema_grammar_text(json.dumps(schema))
         assert LlamaGrammar.from_string(grammar, verbose=False) is not None
         # Qwen writes indented JSON: the grammar must let it break lines
@@ -106,7 +108,7 @@ def test_adapter_applies_the_patch_only_inside_the_context(store):
     plan = PlannerOutput(scope="narrow")
     with dspy.context(lm=lm, adapter=ConstrainedJSONAdapter()):
         predict(question="q", plan=plan, observations="none")
-        with constrained(tool_call_patch(CATALOG)):
+        with constrained(tool_call_patch(CATALOG, TOOLBOX)):
             predict(question="q", plan=plan, observations="none")
     assert "anyOf" not in seen[0]["$defs"]["ToolCall"]
     assert "anyOf" in seen[1]["$defs"]["ToolCall"]

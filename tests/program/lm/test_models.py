@@ -5,7 +5,12 @@ import hashlib
 import pytest
 
 from program.lm.engine import chat_messages, resolve_lm
-from program.lm.models import EMBEDDED_MODELS, EmbeddedModel, ModelIntegrityError, assemble
+from program.lm.models import (
+    EMBEDDED_MODELS,
+    EmbeddedModel,
+    ModelIntegrityError,
+    assemble,
+)
 
 
 def fake_model(tmp_path, chunks: list[bytes], *, size=None, digest=None):
