@@ -6,6 +6,7 @@ import pytest
 
 from program.entry.audit import AuditStore
 from tools.recorder import ToolInvocationRecorder
+from tools.sources.active import SETTINGS
 
 
 @pytest.fixture
@@ -20,10 +21,13 @@ def recorder(store):
 
 @pytest.fixture(autouse=True)
 def _isolated_settings(tmp_path_factory, monkeypatch):
-    """No test may load a compiled program or an audit database from the developer's machine."""
+    """No test may load a compiled program or an audit database from the developer's machine, or
+    read the sources (a Prometheus, log directories) the developer's settings name."""
     monkeypatch.setenv("DIAGNOSIS_COMPILED_DIR", str(tmp_path_factory.mktemp("compiled")))
     monkeypatch.setenv("DIAGNOSIS_DB", "sqlite://")
     monkeypatch.delenv("DIAGNOSIS_LM", raising=False)
+    for name in SETTINGS:
+        monkeypatch.delenv(name, raising=False)
 
 
 @pytest.fixture(autouse=True)
@@ -40,3 +44,31 @@ def cases():
     from devset import load_cases
 
     return {c["case_id"]: c for c in load_cases()}
+
+
+@pytest.fixture(scope="session")
+def prometheus():
+    """A live Prometheus on loopback whose alerts fire as the fixture's do: its URL. Runs wherever a
+    prometheus binary is found (.ci/run installs Debian's); skips with the reason elsewhere, and
+    fails under CI, where a missing server would hide the real-backend tests."""
+    from tests.support.prometheus_server import (
+        Exporter,
+        PrometheusServer,
+        firing_in_fixture,
+        prometheus_binary,
+    )
+
+    binary = prometheus_binary()
+    if binary is None:
+        reason = "no prometheus binary on this machine (.ci/run installs Debian's prometheus)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(reason)
+        pytest.skip(reason)
+    exporter = Exporter()
+    server = PrometheusServer(binary, exporter.port)
+    try:
+        server.wait_until_firing(firing_in_fixture())
+        yield server
+    finally:
+        server.stop()
+        exporter.stop()

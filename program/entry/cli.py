@@ -68,7 +68,12 @@ def print_audit(console: Console, record: DiagnosisSession, invocations) -> None
     for inv in invocations:
         d = inv.retrieval_details
         console.print(f"  tool #{inv.id} {inv.tool_name}({_clip(json.dumps(inv.input, ensure_ascii=False), 80)}) "
-                      f"-> {d.evidence_status}, {len(d.evidence_refs)} ref(s)")
+                      f"-> {d.evidence_status}, {len(d.evidence_refs)} ref(s)"
+                      + (f" from {inv.source}" if inv.source else ""))
+        if d.evidence_status == "failed":
+            console.print(f"    [red]failed[/]: {_clip(d.message, 200)}")
+    for note in record.notes:
+        console.print(f"  [cyan]note {note.rule}[/]: {_clip(note.message, 200)}")
     for attempt in record.executor_attempts:
         gate = attempt.gatekeeper_result
         console.print(f"\n[bold]executor attempt {attempt.attempt}[/]  parse={attempt.parse_status.status}  "

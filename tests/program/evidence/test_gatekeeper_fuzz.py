@@ -63,8 +63,7 @@ TAMPER = {
 
 
 def _real_refs() -> list[str]:
-    from tools.functions import query_logs, query_metrics
-    from tools.functions import alert_text, log_text
+    from tools.functions import alert_text, log_text, query_logs, query_metrics
 
     refs = [alert_text(a) for a in query_metrics()["alerts"]]
     refs += [log_text(r) for r in query_logs("order-service")["logs"] + query_logs("user-service")["logs"]]

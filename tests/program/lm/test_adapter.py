@@ -2,7 +2,7 @@ import dspy
 
 from program.evidence.matching import match_excerpt
 from program.lm.adapter import citation_patch, ref_spans, tool_call_patch
-from signatures.contracts import EvidenceBinding, PlannerOutput, ToolCall
+from signatures.contracts import EvidenceBinding, PlannerOutput
 from signatures.diagnosis import CiteEvidence, GatherEvidence, PlanDiagnosis
 from tools.catalog import Catalog
 from tools.functions import TOOLBOX
