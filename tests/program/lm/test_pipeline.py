@@ -123,3 +123,30 @@ def test_a_narrow_question_costs_at_most_four_lm_calls(cases, store, case_id):
     assert set(result.usage) == {"planner", "executor", "verifier"}
     assert sum(u.lm_calls for u in result.usage.values()) <= 4
     assert all(u.prompt_tokens > 0 for u in result.usage.values())
+
+
+def test_the_question_owns_its_scope_whatever_the_planner_read(cases, store):
+    """The planner calls a narrow question broad and invents an exclusion: the executor is shown the
+    question's own scope, and the record says what was replaced."""
+    case = cases["narrow_forbidden"]
+    seen = {}
+
+    def careless_planner(user):
+        return {"plan": {**case["gold"]["plan"], "scope": "broad", "excluded_topics": ["checkout-service"]},
+                "tool_calls": case["gold"]["tool_calls"]}
+
+    def executor(observations, attempt, user):
+        from devset.gold import gold_executor_output
+        from tests.support.scripted import field_value
+
+        seen["plan"] = field_value(user, "plan")
+        return gold_executor_output(case, observations)
+
+    result = diagnose(case["question"], lm=good_lm(case, planner=careless_planner, executor=executor), db=store,
+                      compiled=False)
+    assert '"scope": "narrow"' in seen["plan"] and "checkout-service" not in seen["plan"]
+    assert "订单123" in seen["plan"]
+    record = store.get_session(result.session_id)
+    (note,) = [n for n in record.notes if n.rule == "planner.scope_replaced"]
+    assert "scope=broad" in note.message and "checkout-service" in note.message
+    assert record.planner_output.scope == "narrow"
