@@ -1,116 +1,185 @@
-"""Compile the diagnosis program's prompts against the devset, and report what it bought.
+"""Tune the executor's narrow-scope citations against the devset, and report what it bought.
 
-    python optimize.py                      # evaluate, compile, compare, evaluate again, save
-    python optimize.py --eval-only          # evaluate the newest compiled program (or --no-compiled)
+    python optimize.py                          # record, compile, evaluate, compare, save
+    python optimize.py --replay results/<run>   # re-score a run from its transcript, no model
 
-Steps: (1) evaluate the uncompiled program; (2) compile with each candidate optimizer on the
-training split; (3) evaluate every candidate on the training split and on the held-out split;
-(4) keep the candidate with the best held-out score, save it with DSPy's own save, and write
-results.json and report.md. A candidate is saved only if it beats the uncompiled program on the
-held-out split. Training scores are inflated by memorisation (a case's own gold run can be its
-demo); the report prints both so the difference is visible.
-
-The split is fixed: the optimizer sees TRAIN only; HELD_OUT tests generalisation to a service,
-alert and scope (excluded topics) it never saw. The gatekeeper-reject case is an offline fixture
-checked without an LM, in every evaluation.
+The program tuned is the executor's citation step (signatures.diagnosis.CiteEvidence), evaluated on
+recorded evidence: each devset case's gold tool calls run once through the real recorder, so one
+example costs one LM call, and the metric is the gatekeeper plus the code checks that decide
+whether a claim could be verified (devset/recorded.py). Candidates compile on the training split
+only; every candidate is scored on both splits. The gain is the held-out score minus the
+uncompiled program's, with a paired bootstrap interval over the held-out cases as its noise; the
+chosen candidate is saved (DSPy's own save, into compiled/) only when that interval lies above
+zero, and diagnose() and the CLI then load it. Every LM request and reply is recorded to
+`transcript.jsonl` in the run's folder, and the demo selector's embeddings to `embeddings.json`.
 """
 
 from __future__ import annotations
 
 import argparse
+import html
 import json
 import os
+import random
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
 import dspy  # noqa: E402
+from dspy.utils.callback import BaseCallback  # noqa: E402
 
-from devset import load_cases, to_examples  # noqa: E402
-from devset.gold import fixture_executor_output, gold_demos, gold_tool_calls  # noqa: E402
-from devset.metric import WEIGHTS, diagnosis_metric, score_fixture, score_run  # noqa: E402
+from devset import load_devset  # noqa: E402
+from devset.gold import fixture_executor_output, gold_tool_calls  # noqa: E402
+from devset.metric import score_fixture  # noqa: E402
+from devset.recorded import (  # noqa: E402
+    WEIGHTS,
+    CitationMetric,
+    CiteOnRecord,
+    Recorded,
+    output_of,
+    record,
+    score_output,
+)
 from program.entry.audit import AuditStore  # noqa: E402
 from program.lm.adapter import adapter_for  # noqa: E402
-from program.lm.compiled import compiled_dir, load_program  # noqa: E402
+from program.lm.compiled import compiled_dir  # noqa: E402
+from program.lm.embedding import QuestionEmbedder  # noqa: E402
 from program.lm.engine import lm_spec, resolve_lm  # noqa: E402
 from program.lm.pipeline import Diagnosis  # noqa: E402
-from signatures.contracts import ToolCall  # noqa: E402
+from program.lm.transcript import recording_lm, replaying_lm  # noqa: E402
+from signatures.contracts import ExecutorOutput, ParseStatus, ToolCall  # noqa: E402
+from tools.catalog import active_catalog  # noqa: E402
 from tools.recorder import ToolInvocationRecorder  # noqa: E402
 
-TRAIN = ("high_memory_positive", "hikaricp_positive", "hikaricp_negative")
-HELD_OUT = ("slow_response_positive", "narrow_forbidden")
-OPTIMIZERS = ("labeled-executor", "labeled-all", "bootstrap", "gepa")
-EXECUTOR_PREDICTORS = ("gather", "executor")
+OPTIMIZERS = ("labeled", "bootstrap", "knn", "gepa")
+# Only these become a fixed program that diagnose() can load; KNN picks demos per question at run time.
+SAVABLE = ("labeled", "bootstrap", "gepa")
+BOOTSTRAP_RESAMPLES = 2000
+INTERVAL = 0.90
 
 
 @dataclass
 class CaseRun:
     case_id: str
+    family: str
     split: str
+    score: float
     verdict: str
     gatekeeper: str
+    rules: list[str]
     forbidden_hits: list[str]
-    score: float
     lm_calls: int
     seconds: float
     feedback: str
-    session_id: str = ""
 
 
 @dataclass
-class Evaluation:
+class Candidate:
     label: str
+    note: str
+    compile_seconds: float = 0.0
     runs: list[CaseRun] = field(default_factory=list)
 
     def mean(self, split: str) -> float | None:
         scores = [r.score for r in self.runs if r.split == split]
         return round(sum(scores) / len(scores), 4) if scores else None
 
-    def mean_lm_calls(self) -> float:
-        calls = [r.lm_calls for r in self.runs if r.split != "fixture"]
-        return round(sum(calls) / len(calls), 2) if calls else 0.0
+    def rate(self, split: str, test) -> str:
+        runs = [r for r in self.runs if r.split == split]
+        return f"{sum(map(test, runs))} of {len(runs)}"
 
 
 def say(message: str) -> None:
     print(f"[{datetime.now().strftime('%H:%M:%S')}] {message}", flush=True)
 
 
-def evaluate(program: Diagnosis, label: str, cases: list[dict], split_of: dict[str, str], lm) -> Evaluation:
-    """dspy.Evaluate over the LM cases (one thread: llama.cpp is serialised), plus the offline fixture."""
-    examples = to_examples(cases)
-    say(f"evaluating {label} on {len(examples)} case(s)")
-    started = time.perf_counter()
-    with dspy.context(lm=lm, adapter=adapter_for(lm)):
-        result = dspy.Evaluate(devset=examples, metric=diagnosis_metric, num_threads=1, display_progress=True,
-                               failure_score=0.0, provide_traceback=True)(program)
-    evaluation = Evaluation(label=label)
-    for example, prediction, score in result.results:
-        case = example.case
-        if "result" not in prediction:
-            evaluation.runs.append(CaseRun(case["case_id"], split_of[case["case_id"]], "ERROR", "-", [], 0.0, 0, 0.0,
-                                           "the program raised; see the log above"))
-            continue
-        breakdown = score_run(case, prediction.result, prediction.invocations)
-        usage = prediction.result.usage.values()
-        evaluation.runs.append(CaseRun(
-            case_id=case["case_id"], split=split_of[case["case_id"]], verdict=prediction.result.verdict,
-            gatekeeper=f"{prediction.result.gatekeeper_result.status}/{prediction.result.gatekeeper_result.severity}",
-            forbidden_hits=breakdown.forbidden_hits, score=float(score), lm_calls=sum(u.lm_calls for u in usage),
-            seconds=round(sum(u.seconds for u in usage), 1), feedback=score.feedback,
-            session_id=prediction.result.session_id))
-    for case in cases:
-        if not case["runs_lm"]:
-            evaluation.runs.append(run_fixture(case))
-    say(f"{label}: train {evaluation.mean('train')}, held-out {evaluation.mean('held-out')} "
-        f"({time.perf_counter() - started:.0f} s)")
-    return evaluation
+class Counter(BaseCallback):
+    """LM calls made while a case is being evaluated (dspy.settings callbacks see every call)."""
+
+    calls = 0
+
+    def on_lm_start(self, call_id, instance, inputs):
+        Counter.calls += 1
 
 
-def run_fixture(case: dict) -> CaseRun:
+def evaluate(program: dspy.Module, label: str, examples: list[dspy.Example], evidence: dict[str, Recorded],
+             split_of: dict[str, str]) -> list[CaseRun]:
+    runs = []
+    for n, example in enumerate(examples, start=1):
+        before, started = Counter.calls, time.perf_counter()
+        try:
+            prediction = program(**example.inputs())
+            output, parse = output_of(prediction)
+        except Exception as exc:  # an LM error, a timeout, unparseable output: scored as no output
+            output, parse = ExecutorOutput(), ParseStatus(status="invalid", detail=f"{type(exc).__name__}: {exc}")
+        seconds = round(time.perf_counter() - started, 1)
+        recorded = evidence[example.case_id]
+        scored = score_output(recorded, output, parse)
+        feedback = "; ".join(([] if parse.status == "valid" else [f"executor output unusable: {parse.detail[:160]}"])
+                             + scored.feedback) or "all checks passed"
+        runs.append(CaseRun(example.case_id, recorded.case["family"], split_of[example.case_id], scored.score,
+                            scored.verdict, scored.gatekeeper, scored.failed_rules + scored.blocked_rules,
+                            scored.forbidden_hits, Counter.calls - before, seconds, feedback))
+        say(f"  {label} [{n}/{len(examples)}] {example.case_id}: {scored.score:.2f} {scored.verdict} ({seconds} s)")
+    return runs
+
+
+def bootstrap_gain(base: list[CaseRun], other: list[CaseRun], split: str = "held-out") -> dict:
+    """The mean held-out gain over the uncompiled program, and a paired bootstrap interval over cases."""
+    before = {r.case_id: r.score for r in base if r.split == split}
+    after = {r.case_id: r.score for r in other if r.split == split}
+    diffs = [after[c] - before[c] for c in sorted(before) if c in after]
+    if not diffs:
+        return {"gain": None, "low": None, "high": None, "cases": 0}
+    rng = random.Random(0)
+    means = sorted(sum(rng.choice(diffs) for _ in diffs) / len(diffs) for _ in range(BOOTSTRAP_RESAMPLES))
+    tail = (1 - INTERVAL) / 2
+    return {"gain": round(sum(diffs) / len(diffs), 4), "low": round(means[int(tail * len(means))], 4),
+            "high": round(means[int((1 - tail) * len(means)) - 1], 4), "cases": len(diffs)}
+
+
+def compile_candidate(name: str, evidence: dict[str, Recorded], train: list[dspy.Example], args,
+                      embedder: QuestionEmbedder, lm) -> tuple[dspy.Module | None, str]:
+    base = CiteOnRecord(evidence)
+    metric = CitationMetric(evidence)
+    if name == "labeled":
+        student = base.deepcopy()
+        student.executor.demos = dspy.LabeledFewShot(k=args.k).compile(student.executor.deepcopy(), trainset=train).demos
+        return student, f"LabeledFewShot: {len(student.executor.demos)} gold demos from the training split"
+    if name == "bootstrap":
+        optimizer = dspy.BootstrapFewShot(metric=metric, metric_threshold=args.threshold, max_bootstrapped_demos=args.k,
+                                          max_labeled_demos=0, max_rounds=1)
+        student = optimizer.compile(base.deepcopy(), trainset=train)
+        kept = len(student.executor.demos)
+        if kept == 0:
+            return None, f"BootstrapFewShot: no training run reached the metric threshold {args.threshold}"
+        return student, f"BootstrapFewShot: {kept} demos from the program's own runs that scored >= {args.threshold}"
+    if name == "knn":
+        optimizer = dspy.KNNFewShot(k=args.k, trainset=train, vectorizer=dspy.Embedder(embedder, caching=False),
+                                    max_bootstrapped_demos=0, max_labeled_demos=args.k)
+        return optimizer.compile(base.deepcopy()), (f"KNNFewShot: the {args.k} training examples nearest to each "
+                                                    f"question (llama.cpp embeddings of the question, "
+                                                    f"{embedder.model.name}) as gold demos")
+    if name == "gepa":
+        optimizer = dspy.GEPA(metric=metric, reflection_lm=lm, max_metric_calls=args.gepa_calls,
+                              reflection_minibatch_size=3, track_stats=True, use_merge=False, seed=0)
+        student = optimizer.compile(base.deepcopy(), trainset=train, valset=train[: args.gepa_val])
+        proposed = student.executor.signature.instructions
+        changed = proposed.strip() != base.executor.signature.instructions.strip()
+        return student, (f"GEPA, the embedded model reflecting ({args.gepa_calls} metric calls, validation on "
+                         f"{args.gepa_val} training cases): "
+                         + (f"new instruction ({len(proposed)} characters)" if changed
+                            else "no proposed instruction beat the original"))
+    raise ValueError(f"unknown optimizer {name!r}")
+
+
+def fixture_row(cases: list[dict]) -> dict:
+    """The gatekeeper-reject family, offline and without an LM: reported once, for the data, not per candidate."""
+    case = next(c for c in cases if not c["runs_lm"])
     store = AuditStore("sqlite://")
     session = f"fixture-{case['case_id']}"
     recorder = ToolInvocationRecorder(store, session)
@@ -118,179 +187,235 @@ def run_fixture(case: dict) -> CaseRun:
         tool_call = ToolCall(**call)
         recorder.call(tool_call.tool_name, **tool_call.arguments())
     output = fixture_executor_output(case, [inv.id for inv in recorder.invocations])
-    breakdown = score_fixture(case, output, recorder.invocations, session)
-    return CaseRun(case["case_id"], "fixture", "REJECT" if breakdown.parts["verdict"] else "not REJECT", "fail/reject"
-                   if breakdown.parts["gatekeeper"] else "pass", [], breakdown.score, 0, 0.0,
-                   "; ".join(breakdown.feedback) or "all checks passed")
+    scored = score_fixture(case, output, recorder.invocations, session)
+    return {"case_id": case["case_id"], "score": scored.score, "feedback": scored.feedback}
 
 
-def labeled(program: Diagnosis, demos: dict[str, list], names: tuple[str, ...], k: int) -> Diagnosis:
-    """LabeledFewShot from gold outputs, predictor by predictor (each has its own demo fields)."""
-    compiled = program.deepcopy()
-    for name, predictor in compiled.named_predictors():
-        if name in names and demos.get(name):
-            predictor.demos = dspy.LabeledFewShot(k=k).compile(predictor.deepcopy(), trainset=demos[name]).demos
-    return compiled
+def chart_svg(candidates: list[Candidate]) -> str:
+    """Grouped bars: training and held-out score per candidate."""
+    width, height, pad, bar = 120 * len(candidates) + 60, 240, 40, 36
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + 60}" role="img" '
+             f'aria-label="score per candidate">',
+             f'<line x1="{pad}" y1="{height}" x2="{width - 10}" y2="{height}" stroke="#333"/>']
+    for tick in (0, 0.25, 0.5, 0.75, 1.0):
+        y = height - tick * (height - 20)
+        parts.append(f'<text x="{pad - 6}" y="{y + 4:.0f}" font-size="11" text-anchor="end">{tick:.2f}</text>'
+                     f'<line x1="{pad}" y1="{y:.0f}" x2="{width - 10}" y2="{y:.0f}" stroke="#ddd"/>')
+    for i, candidate in enumerate(candidates):
+        x = pad + 20 + i * 120
+        for j, (split, colour) in enumerate((("train", "#7a9cc6"), ("held-out", "#d08c3f"))):
+            value = candidate.mean(split) or 0.0
+            top = height - value * (height - 20)
+            parts.append(f'<rect x="{x + j * bar}" y="{top:.1f}" width="{bar - 4}" height="{height - top:.1f}" '
+                         f'fill="{colour}"><title>{html.escape(candidate.label)} {split}: {value:.3f}</title></rect>'
+                         f'<text x="{x + j * bar + bar / 2 - 2}" y="{top - 4:.1f}" font-size="10" '
+                         f'text-anchor="middle">{value:.2f}</text>')
+        parts.append(f'<text x="{x + bar}" y="{height + 16}" font-size="12" text-anchor="middle">'
+                     f'{html.escape(candidate.label)}</text>')
+    parts.append(f'<rect x="{pad}" y="{height + 30}" width="12" height="12" fill="#7a9cc6"/>'
+                 f'<text x="{pad + 16}" y="{height + 40}" font-size="12">train</text>'
+                 f'<rect x="{pad + 70}" y="{height + 30}" width="12" height="12" fill="#d08c3f"/>'
+                 f'<text x="{pad + 86}" y="{height + 40}" font-size="12">held-out</text></svg>')
+    return "".join(parts)
 
 
-def compile_candidate(name: str, base: Diagnosis, train_cases: list[dict], demos: dict[str, list], lm,
-                      args) -> tuple[Diagnosis | None, str]:
-    if name == "labeled-executor":
-        return labeled(base, demos, EXECUTOR_PREDICTORS, args.k), f"gold demos for {', '.join(EXECUTOR_PREDICTORS)}"
-    if name == "labeled-all":
-        return labeled(base, demos, tuple(demos), args.k), "gold demos for every predictor"
-    if name == "bootstrap":
-        teacher = labeled(base, demos, tuple(demos), args.k)
-        optimizer = dspy.BootstrapFewShot(metric=diagnosis_metric, metric_threshold=1.0, max_bootstrapped_demos=args.k,
-                                          max_labeled_demos=0, max_rounds=1)
-        with dspy.context(lm=lm, adapter=adapter_for(lm)):
-            student = optimizer.compile(base.deepcopy(), teacher=teacher, trainset=to_examples(train_cases))
-        kept = sum(len(p.demos) for _, p in student.named_predictors())
-        if kept == 0:
-            return None, "no teacher run reached the metric threshold 1.0, so nothing was bootstrapped"
-        return student, f"{kept} demos bootstrapped from teacher runs that scored 1.0"
-    if name == "gepa":
-        if not args.reflection_lm:
-            return None, "skipped: GEPA needs a reflection LM able to write instructions (--reflection-lm)"
-        optimizer = dspy.GEPA(metric=diagnosis_metric, max_metric_calls=args.gepa_calls,
-                              reflection_lm=resolve_lm(args.reflection_lm), track_stats=False)
-        with dspy.context(lm=lm, adapter=adapter_for(lm)):
-            student = optimizer.compile(base.deepcopy(), trainset=to_examples(train_cases))
-        return student, f"GEPA with {args.gepa_calls} metric calls"
-    raise ValueError(f"unknown optimizer {name!r}")
+def summary_rows(candidates: list[Candidate], gains: dict[str, dict]) -> list[list[str]]:
+    rows = []
+    for c in candidates:
+        gain = gains.get(c.label, {})
+        interval = "-" if gain.get("low") is None else f"{gain['gain']:+.3f} [{gain['low']:+.3f}, {gain['high']:+.3f}]"
+        rows.append([c.label, str(c.mean("train")), str(c.mean("held-out")), interval,
+                     c.rate("held-out", lambda r: r.gatekeeper == "pass/none"),
+                     c.rate("held-out", lambda r: bool(r.forbidden_hits)),
+                     c.rate("held-out", lambda r: r.verdict == "PASS"), f"{c.compile_seconds:.0f}", c.note])
+    return rows
 
 
-def table(evaluations: list[Evaluation]) -> list[str]:
-    lines = ["| program | case | split | verdict | gatekeeper | forbidden hits | score | LM calls | seconds |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
-    for ev in evaluations:
-        for r in ev.runs:
-            lines.append(f"| {ev.label} | {r.case_id} | {r.split} | {r.verdict} | {r.gatekeeper} | "
-                         f"{', '.join(r.forbidden_hits) or '-'} | {r.score:.3f} | {r.lm_calls} | {r.seconds} |")
-    return lines
+SUMMARY_HEAD = ["program", "train score", "held-out score", "held-out gain [90% interval]", "held-out gatekeeper pass",
+                "held-out forbidden hits", "held-out code verdict PASS", "compile s", "note"]
+CASE_HEAD = ["program", "case", "family", "split", "score", "code verdict", "gatekeeper", "rules", "forbidden", "LM calls",
+             "seconds", "feedback"]
 
 
-def write_report(out: Path, meta: dict, evaluations: list[Evaluation], notes: dict[str, str]) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    payload = {"meta": meta, "notes": notes, "evaluations": [
-        {"label": ev.label, "train": ev.mean("train"), "held_out": ev.mean("held-out"),
-         "fixture": ev.mean("fixture"), "mean_lm_calls": ev.mean_lm_calls(),
-         "runs": [r.__dict__ for r in ev.runs]} for ev in evaluations]}
+def case_rows(candidates: list[Candidate]) -> list[list[str]]:
+    return [[c.label, r.case_id, r.family, r.split, f"{r.score:.3f}", r.verdict, r.gatekeeper, ", ".join(r.rules) or "-",
+             ", ".join(r.forbidden_hits) or "-", str(r.lm_calls), str(r.seconds), r.feedback]
+            for c in candidates for r in c.runs]
+
+
+def write_report(out: Path, payload: dict, candidates: list[Candidate], gains: dict[str, dict]) -> None:
+    meta = payload["meta"]
     (out / "results.json").write_text(json.dumps(payload, ensure_ascii=False, indent=2), encoding="utf-8")
-    lines = [f"# Optimization report {meta['run_id']}", "",
-             f"LM: `{meta['lm']}`, constraints {meta['constraints']}. Split: train {', '.join(TRAIN)}; held-out {', '.join(HELD_OUT)}; "
-             f"offline fixture gatekeeper_reject. Metric weights: {WEIGHTS}.", "",
-             "| program | train score | held-out score | fixture | mean LM calls per case | note |",
-             "| --- | --- | --- | --- | --- | --- |"]
-    for ev in evaluations:
-        lines.append(f"| {ev.label} | {ev.mean('train')} | {ev.mean('held-out')} | {ev.mean('fixture')} | "
-                     f"{ev.mean_lm_calls()} | {notes.get(ev.label, '')} |")
-    for label, note in notes.items():
-        if label not in {ev.label for ev in evaluations}:
-            lines.append(f"| {label} | - | - | - | - | {note} |")
-    lines += ["", f"Chosen: {meta.get('chosen') or 'none'}. Saved: {meta.get('saved') or 'nothing'}. "
-              f"Wall time: {meta.get('wall_seconds')} s.", "", "## Per case", ""]
-    lines += table(evaluations)
-    lines += ["", "## Feedback", ""]
-    for ev in evaluations:
-        for r in ev.runs:
-            lines.append(f"- {ev.label} / {r.case_id}: {r.feedback}")
-    (out / "report.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    intro = [
+        f"LM `{meta['lm']}`; demo budget k={meta['k']}; {meta['train_cases']} training and {meta['held_out_cases']} "
+        f"held-out cases, one executor call each, on recorded evidence. Score weights: {WEIGHTS}. "
+        f"Code verdict: what the gatekeeper and the code checks make of the output if the verifier agreed.",
+        f"Noise: a paired bootstrap over the held-out cases ({BOOTSTRAP_RESAMPLES} resamples, "
+        f"{int(INTERVAL * 100)}% interval of the mean gain over the uncompiled program). Decoding is greedy, so a "
+        f"second run of the uncompiled program sends the same prompts; the repeat below shows what it gave.",
+        f"Repeat of the uncompiled program on the held-out split: {meta.get('repeat') or 'not run'}.",
+        f"Chosen: {meta.get('chosen') or 'none'}. Saved: {meta.get('saved') or 'nothing'} ({meta.get('why')}).",
+        f"Gatekeeper-reject family (offline fixture, no LM, reported once): score {payload['fixture']['score']}"
+        f" ({'; '.join(payload['fixture']['feedback']) or 'all checks passed'}).",
+        f"Wall time {meta['wall_seconds']} s on {meta['cores']} cores.",
+    ]
+    md = [f"# Optimization run {meta['run_id']}", "", *[f"- {line}" for line in intro], "",
+          "| " + " | ".join(SUMMARY_HEAD) + " |", "|" + " --- |" * len(SUMMARY_HEAD)]
+    md += ["| " + " | ".join(row) + " |" for row in summary_rows(candidates, gains)]
+    md += ["", "## Per case", "", "| " + " | ".join(CASE_HEAD) + " |", "|" + " --- |" * len(CASE_HEAD)]
+    md += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in case_rows(candidates)]
+    (out / "report.md").write_text("\n".join(md) + "\n", encoding="utf-8")
+
+    def table(head, rows):
+        return ("<table><thead><tr>" + "".join(f"<th>{html.escape(h)}</th>" for h in head) + "</tr></thead><tbody>"
+                + "".join("<tr>" + "".join(f"<td>{html.escape(cell)}</td>" for cell in row) + "</tr>" for row in rows)
+                + "</tbody></table>")
+
+    page = (f"<!doctype html><html lang='en'><head><meta charset='utf-8'><title>Optimization run {meta['run_id']}</title>"
+            "<style>body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;font-size:13px}"
+            "td,th{border:1px solid #ccc;padding:3px 6px;vertical-align:top}th{background:#f3f3f3}</style></head><body>"
+            f"<h1>Optimization run {html.escape(meta['run_id'])}</h1><ul>"
+            + "".join(f"<li>{html.escape(line)}</li>" for line in intro) + "</ul>"
+            + "<h2>Train and held-out score per candidate</h2>" + chart_svg(candidates)
+            + table(SUMMARY_HEAD, summary_rows(candidates, gains))
+            + "<h2>Per case</h2>" + table(CASE_HEAD, case_rows(candidates)) + "</body></html>\n")
+    (out / "report.html").write_text(page, encoding="utf-8")
+
+
+def save_program(chosen: dspy.Module, run_id: str) -> Path:
+    """The full diagnosis program, with the chosen executor: what diagnose() loads."""
+    program = Diagnosis()
+    program.executor = chosen.executor.deepcopy()
+    directory = compiled_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"diagnosis-{run_id}.json"
+    program.save(str(path))
+    return path
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="python optimize.py")
-    parser.add_argument("--lm", help="model for every stage (default: DIAGNOSIS_LM or the embedded model)")
-    parser.add_argument("--optimizers", default="labeled-executor,labeled-all,bootstrap",
+    parser.add_argument("--lm", help="the task model (default: DIAGNOSIS_LM or the embedded model)")
+    parser.add_argument("--optimizers", default=",".join(OPTIMIZERS),
                         help=f"comma-separated candidates from {', '.join(OPTIMIZERS)}")
-    parser.add_argument("--k", type=int, default=2, help="demos per predictor (budget)")
-    parser.add_argument("--gepa-calls", type=int, default=40, help="GEPA metric-call budget")
-    parser.add_argument("--reflection-lm", help="model GEPA uses to rewrite instructions")
-    parser.add_argument("--out", default="results", help="folder for results.json and report.md")
-    parser.add_argument("--compiled-dir", help="where to save the compiled program (default: compiled/)")
-    parser.add_argument("--db", help="audit database for the runs (default: a file in the results folder)")
-    parser.add_argument("--eval-only", action="store_true", help="evaluate only; compile nothing")
-    parser.add_argument("--no-compiled", action="store_true", help="with --eval-only: the uncompiled program")
-    parser.add_argument("--no-cache", action="store_true", help="bypass DSPy's LM cache")
-    parser.add_argument("--constraints", choices=("auto", "on", "off"), default="auto",
-                        help="per-call schema constraints (real citations and names); auto: on for the embedded model")
+    parser.add_argument("--k", type=int, default=2, help="demos per candidate")
+    parser.add_argument("--threshold", type=float, default=0.9, help="BootstrapFewShot: the metric a demo run needs")
+    parser.add_argument("--gepa-calls", type=int, default=24, help="GEPA: metric-call budget")
+    parser.add_argument("--gepa-val", type=int, default=6, help="GEPA: training cases it validates proposals on")
+    parser.add_argument("--repeat-baseline", action="store_true",
+                        help="run the uncompiled program a second time on the held-out split")
+    parser.add_argument("--out", default="results", help="folder for results/<run>/")
+    parser.add_argument("--compiled-dir", help="where to save the chosen program (default: compiled/)")
+    parser.add_argument("--replay", help="a run folder to re-score from its transcript and embeddings, without the model")
     args = parser.parse_args(argv)
 
+    recorded_payload = None
+    if args.replay:
+        source = Path(args.replay)
+        try:
+            recorded_payload = json.loads((source / "results.json").read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as exc:
+            parser.error(f"--replay {source}: cannot read its results.json: {exc}")
+        for key, value in recorded_payload["meta"]["args"].items():
+            setattr(args, key, value)
     names = [n.strip() for n in args.optimizers.split(",") if n.strip()]
     unknown = [n for n in names if n not in OPTIMIZERS]
     if unknown:
         parser.error(f"unknown optimizer(s) {', '.join(unknown)}; choose from {', '.join(OPTIMIZERS)}")
-    if args.k < 1:
-        parser.error("--k must be at least 1")
+    if args.k < 1 or args.gepa_calls < 1 or args.gepa_val < 1:
+        parser.error("--k, --gepa-calls and --gepa-val must be at least 1")
+    if not 0 < args.threshold <= 1:
+        parser.error("--threshold must be in (0, 1]")
     if args.compiled_dir:
         os.environ["DIAGNOSIS_COMPILED_DIR"] = args.compiled_dir
-    if args.no_cache:
-        dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
 
-    run_id = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = Path(args.out) / run_id
-    out.mkdir(parents=True, exist_ok=True)
-    store = AuditStore(args.db or f"sqlite:///{(out / 'audit.db').resolve()}")
-    lm = resolve_lm(args.lm)
-    cases = load_cases()
-    split_of = {c["case_id"]: ("train" if c["case_id"] in TRAIN else "held-out" if c["case_id"] in HELD_OUT
-                               else "fixture") for c in cases}
-    train_cases = [c for c in cases if c["case_id"] in TRAIN]
     started = time.perf_counter()
-    meta = {"run_id": run_id, "lm": lm_spec(args.lm), "k": args.k, "optimizers": names, "constraints": args.constraints}
-    constrain = {"auto": None, "on": True, "off": False}[args.constraints]
+    run_id = recorded_payload["meta"]["run_id"] if recorded_payload else datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = Path(args.replay) / "replay" if args.replay else Path(args.out) / run_id
+    out.mkdir(parents=True, exist_ok=True)
+    source = Path(args.replay) if args.replay else out
+    base_lm = resolve_lm(args.lm)
+    lm = replaying_lm(base_lm, source / "transcript.jsonl") if args.replay else recording_lm(base_lm, out / "transcript.jsonl")
+    embedder = (QuestionEmbedder(replay=source / "embeddings.json") if args.replay and (source / "embeddings.json").exists()
+                else QuestionEmbedder(record=out / "embeddings.json"))
 
-    def fresh() -> Diagnosis:
-        return Diagnosis(store=store, constrain=constrain)
+    say("loading the devset and recording the gold tool calls through the recorder")
+    cases = load_devset()
+    evidence = record(cases, active_catalog())
+    split_of = {c["case_id"]: c["split"] for c in cases}
+    examples = {cid: rec.example() for cid, rec in evidence.items()}
+    train = [examples[c] for c in examples if split_of[c] == "train"]
+    held = [examples[c] for c in examples if split_of[c] == "held-out"]
+    say(f"{len(train)} training and {len(held)} held-out cases; LM {lm_spec(args.lm)}"
+        + (f", replayed from {source}" if args.replay else ""))
 
-    notes: dict[str, str] = {}
+    candidates: list[Candidate] = []
+    programs: dict[str, dspy.Module] = {}
+    with dspy.context(lm=lm, adapter=adapter_for(lm), callbacks=[*dspy.settings.callbacks, Counter()]):
+        say("stage 1: the uncompiled executor (the demos it ships with)")
+        baseline = Candidate("uncompiled", "the shipped instruction and demos")
+        baseline.runs = evaluate(CiteOnRecord(evidence), "uncompiled", train + held, evidence, split_of)
+        candidates.append(baseline)
+        repeat = None
+        if args.repeat_baseline:
+            say("stage 1b: the uncompiled executor again, on the held-out split")
+            repeat = evaluate(CiteOnRecord(evidence), "uncompiled again", held, evidence, split_of)
+        for number, name in enumerate(names, start=2):
+            say(f"stage {number}: compiling {name} on the training split")
+            compile_started = time.perf_counter()
+            try:
+                program, note = compile_candidate(name, evidence, train, args, embedder, lm)
+            except Exception as exc:  # a failing optimizer is reported, and the others still run
+                program, note = None, f"failed: {type(exc).__name__}: {exc}"
+            candidate = Candidate(name, note, round(time.perf_counter() - compile_started, 1))
+            say(f"{name}: {note} ({candidate.compile_seconds} s)")
+            if program is not None:
+                programs[name] = program
+                candidate.runs = evaluate(program, name, train + held, evidence, split_of)
+            candidates.append(candidate)
 
-    if args.eval_only:
-        program = None if args.no_compiled else load_program(store)
-        label = "uncompiled" if program is None else "compiled (newest)"
-        program = program or fresh()
-        program.constrain = constrain
-        evaluations = [evaluate(program, label, cases, split_of, lm)]
-        meta["wall_seconds"] = round(time.perf_counter() - started, 1)
-        write_report(out, meta, evaluations, notes)
-        say(f"report: {out / 'report.md'}")
-        print("\n".join(table(evaluations)))
-        return 0
-
-    baseline = evaluate(fresh(), "uncompiled", cases, split_of, lm)
-    evaluations = [baseline]
-    candidates: dict[str, Diagnosis] = {}
-    demos = gold_demos(train_cases)  # the gold runs are the same for every candidate
-    for name in names:
-        say(f"compiling {name}")
-        try:
-            program, note = compile_candidate(name, fresh(), train_cases, demos, lm, args)
-        except Exception as exc:  # a failing optimizer is reported, the others still run
-            program, note = None, f"failed: {type(exc).__name__}: {exc}"
-        notes[name] = note
-        say(f"{name}: {note}")
-        if program is not None:
-            candidates[name] = program
-            evaluations.append(evaluate(program, name, cases, split_of, lm))
-
-    ranked = sorted((ev for ev in evaluations if ev.label in candidates),
-                    key=lambda ev: (ev.mean("held-out") or 0, ev.mean("train") or 0, -ev.mean_lm_calls()), reverse=True)
+    gains = {c.label: bootstrap_gain(baseline.runs, c.runs) for c in candidates[1:] if c.runs}
+    meta = {"run_id": run_id, "lm": lm_spec(args.lm), "k": args.k, "cores": os.cpu_count(),
+            "train_cases": len(train), "held_out_cases": len(held),
+            "args": {k: getattr(args, k) for k in ("lm", "optimizers", "k", "threshold", "gepa_calls", "gepa_val",
+                                                   "repeat_baseline")}}
+    if repeat is not None:
+        same = sum(a.score == b.score for a, b in zip(
+            [r for r in baseline.runs if r.split == "held-out"], repeat, strict=True))
+        meta["repeat"] = (f"mean {round(sum(r.score for r in repeat) / len(repeat), 4)} against "
+                          f"{baseline.mean('held-out')}; {same} of {len(repeat)} cases scored the same")
+    ranked = sorted((c for c in candidates if c.label in programs and c.label in SAVABLE),
+                    key=lambda c: (c.mean("held-out") or 0, c.mean("train") or 0), reverse=True)
     best = ranked[0] if ranked else None
     meta["chosen"] = best.label if best else None
-    if best and (best.mean("held-out") or 0) > (baseline.mean("held-out") or 0):
-        directory = compiled_dir()
-        directory.mkdir(parents=True, exist_ok=True)
-        path = directory / f"diagnosis-{run_id}.json"
-        candidates[best.label].save(str(path))
-        meta["saved"] = str(path)
-    elif best:
-        notes[best.label] += "; not saved: it does not beat the uncompiled program on the held-out split"
+    if best is None:
+        meta["why"] = "no candidate compiled"
+    elif gains[best.label]["low"] is not None and gains[best.label]["low"] > 0:
+        meta["why"] = f"its held-out gain {gains[best.label]['gain']:+.3f} has an interval above zero"
+        if not args.replay:
+            meta["saved"] = str(save_program(programs[best.label], run_id))
+    else:
+        meta["why"] = (f"its held-out gain {gains[best.label]['gain']:+.3f} is within the noise "
+                       f"[{gains[best.label]['low']:+.3f}, {gains[best.label]['high']:+.3f}]")
     meta["wall_seconds"] = round(time.perf_counter() - started, 1)
-    write_report(out, meta, evaluations, notes)
-    say(f"report: {out / 'report.md'}; saved: {meta.get('saved') or 'nothing'}; wall time {meta['wall_seconds']} s")
-    for ev in evaluations:
-        print(f"{ev.label:>18}: train {ev.mean('train')}  held-out {ev.mean('held-out')}  "
-              f"fixture {ev.mean('fixture')}  LM calls/case {ev.mean_lm_calls()}")
+    if recorded_payload:
+        meta["wall_seconds"] = recorded_payload["meta"]["wall_seconds"]
+        meta["saved"] = recorded_payload["meta"].get("saved")
+    payload = {"meta": meta, "fixture": fixture_row(cases), "gains": gains,
+               "candidates": [{**{k: v for k, v in asdict(c).items() if k != "runs"}, "train": c.mean("train"),
+                               "held_out": c.mean("held-out"), "runs": [asdict(r) for r in c.runs]}
+                              for c in candidates]}
+    write_report(out, payload, candidates, gains)
+    for c in candidates:
+        print(f"{c.label:>11}: train {c.mean('train')}  held-out {c.mean('held-out')}  {gains.get(c.label, '')}")
+    say(f"report: {out / 'report.md'} and report.html; saved: {meta.get('saved') or 'nothing'} ({meta['why']})")
+    if recorded_payload:
+        def scores(payload):
+            return [[(r["case_id"], r["score"], r["verdict"], r["rules"]) for r in c["runs"]] for c in payload["candidates"]]
+
+        same = scores(recorded_payload) == scores(payload)
+        print(f"replay reproduces every recorded score, verdict and rule: {same}")
+        return 0 if same else 1
     return 0
 
 

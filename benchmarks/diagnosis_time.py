@@ -31,7 +31,7 @@ from program.entry.audit import AuditStore
 from program.evidence.scope import mentions
 from program.lm.engine import EMBEDDED, lm_spec, resolve_lm
 from program.lm.pipeline import Diagnosis
-from program.lm.transcript import RecordingEngine, ReplayEngine
+from program.lm.transcript import recording_lm, replaying_lm
 
 UNSEEN = Path(__file__).resolve().parent / "unseen_questions.json"
 
@@ -79,13 +79,11 @@ def score(question: dict, result, store: AuditStore) -> dict:
 def make_lm(spec: str, transcript: Path, replay: bool) -> dspy.LM:
     base = resolve_lm(spec)
     if replay:
-        # The same model string, so the program sends exactly the requests it recorded (prompt format
-        # and constraints follow the model); only the engine answers from the transcript.
-        return dspy.LM(base.model, engine=ReplayEngine(transcript), cache=False, **base.kwargs)
-    engine = getattr(base, "engine", None)
-    if engine is None:
-        sys.exit(f"{spec}: this LM has no engine to record through")
-    return dspy.LM(base.model, engine=RecordingEngine(engine, transcript), cache=False, **base.kwargs)
+        return replaying_lm(base, transcript)
+    try:
+        return recording_lm(base, transcript)
+    except ValueError as exc:
+        sys.exit(str(exc))
 
 
 def summary(rows: list[dict]) -> dict:

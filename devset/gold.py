@@ -53,7 +53,16 @@ def find_ref(observations: str, needle: str, tool_name: str | None = None) -> Re
 
 
 def gold_plan(case: dict) -> dict:
-    return dict(case["gold"]["plan"])
+    """The planner's gold output; a variant stores only its targets, and its scope is read from the
+    question by the scope's one owner."""
+    plan = dict(case["gold"]["plan"])
+    if "scope" not in plan:
+        from program.evidence.scope import read_scope
+        from tools.catalog import active_catalog
+
+        scope = read_scope(case["question"], active_catalog())
+        plan.update(scope="narrow" if scope.narrow else "broad", excluded_topics=list(scope.excluded_topics))
+    return plan
 
 
 def gold_tool_calls(case: dict) -> list[dict]:

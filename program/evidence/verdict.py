@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from program.evidence.matching import NEGATION_CHARS, NEGATION_WORDS
@@ -32,9 +33,12 @@ from signatures.contracts import (
     ClaimJudgement,
     Finding,
     GatekeeperResult,
+    ToolInvocation,
     VerifiedClaim,
     VerifierEvaluation,
 )
+from tools.declaration import Toolbox
+from tools.functions import TOOLBOX
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # Names and identifiers whose every letter matters: anything with a digit, a joiner or an inner capital.
@@ -62,6 +66,26 @@ class CitedRef:
     searched: str  # the call that was made, e.g. query_logs(query='HikariCP', service='inventory-service')
     backfilled: bool
     indirect: bool  # runbooks and knowledge: what to check, never what is happening now
+
+
+def cited_refs(gate: GatekeeperResult, invocations: Iterable[ToolInvocation],
+               toolbox: Toolbox = TOOLBOX) -> dict[str, list[CitedRef]]:
+    """What each claim's passing bindings point at: the whole ref, or the no-hit message."""
+    by_id = {inv.id: inv for inv in invocations}
+    cited: dict[str, list[CitedRef]] = {}
+    for cb in gate.checked_bindings:
+        inv = by_id.get(cb.source_invocation_id)
+        if cb.claim_id is None or cb.status != "pass" or inv is None:
+            continue
+        details = inv.retrieval_details
+        text = details.message if cb.raw_path is None else next(
+            (r.text for r in details.evidence_refs if r.raw_path == cb.raw_path), "")
+        declaration = toolbox.get(inv.tool_name)
+        cited.setdefault(cb.claim_id, []).append(CitedRef(
+            tool_name=inv.tool_name, text=text, no_hit=cb.raw_path is None, backfilled=cb.backfilled,
+            searched=f"{inv.tool_name}({', '.join(f'{k}={v!r}' for k, v in inv.input.items())})",
+            indirect=declaration is None or declaration.evidence == "indirect"))
+    return cited
 
 
 def _fold(text: str) -> str:

@@ -24,7 +24,7 @@ from program.evidence.hook import VerifierInputHook
 from program.evidence.parsing import salvage_executor_output
 from program.evidence.relevance import question_target
 from program.evidence.scope import read_scope
-from program.evidence.verdict import CitedRef, claim_blockers, enforce
+from program.evidence.verdict import CitedRef, cited_refs, claim_blockers, enforce
 from program.lm.adapter import (
     chain,
     citation_patch,
@@ -43,7 +43,6 @@ from signatures.contracts import (
     ExecutorAttempt,
     ExecutorOutput,
     Finding,
-    GatekeeperResult,
     ParseStatus,
     PlannerOutput,
     RetryContext,
@@ -301,28 +300,11 @@ class Diagnosis(dspy.Module):
             run.errors.append(_stage_error("executor", exc))
             return ExecutorOutput(), ParseStatus(status="invalid", detail=f"executor LM call failed: {type(exc).__name__}")
 
-    def _cited_refs(self, run: _Run, gate: GatekeeperResult) -> dict[str, list[CitedRef]]:
-        """What each claim's passing bindings point at: the whole ref, or the no-hit message."""
-        by_id = {inv.id: inv for inv in run.recorder.invocations}
-        cited: dict[str, list[CitedRef]] = {}
-        for cb in gate.checked_bindings:
-            inv = by_id.get(cb.source_invocation_id)
-            if cb.claim_id is None or cb.status != "pass" or inv is None:
-                continue
-            details = inv.retrieval_details
-            text = details.message if cb.raw_path is None else next(
-                (r.text for r in details.evidence_refs if r.raw_path == cb.raw_path), "")
-            cited.setdefault(cb.claim_id, []).append(CitedRef(
-                tool_name=inv.tool_name, text=text, no_hit=cb.raw_path is None, backfilled=cb.backfilled,
-                searched=f"{inv.tool_name}({', '.join(f'{k}={v!r}' for k, v in inv.input.items())})",
-                indirect=getattr(self.toolbox.get(inv.tool_name), "evidence", "indirect") == "indirect"))
-        return cited
-
     def _verify(self, run: _Run, verifier_input: VerifierInput):
         """Code checks first; the verifier LM judges only claims that code could still verify."""
         gate = verifier_input.gatekeeper_result
         claims = verifier_input.executor_structured_output.claims
-        run.cited = self._cited_refs(run, gate)
+        run.cited = cited_refs(gate, run.recorder.invocations, self.toolbox)
         blockers = claim_blockers(claims, run.cited, run.target, run.scope.excluded_terms, run.catalog.names)
         failed = {cb.claim_id for cb in gate.checked_bindings if cb.status != "pass"}
         judgements: dict[str, ClaimJudgement] = {}

@@ -14,6 +14,7 @@ import threading
 import time
 from pathlib import Path
 
+import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
 from program.lm.engine import text_of
@@ -110,3 +111,18 @@ class ReplayEngine:
 
     def close(self) -> None:
         pass
+
+
+def recording_lm(base: dspy.LM, path: str | Path) -> dspy.LM:
+    """The same model, with every request and reply appended to `path`, and DSPy's cache off so
+    that every call reaches the model and the transcript."""
+    engine = getattr(base, "engine", None)
+    if engine is None:
+        raise ValueError(f"{base.model}: this LM has no engine to record through")
+    return dspy.LM(base.model, engine=RecordingEngine(engine, path), cache=False, **base.kwargs)
+
+
+def replaying_lm(base: dspy.LM, path: str | Path) -> dspy.LM:
+    """The same model string, so the program sends exactly the requests it recorded (prompt format
+    and constraints follow the model); only the engine answers, from the transcript."""
+    return dspy.LM(base.model, engine=ReplayEngine(path), cache=False, **base.kwargs)

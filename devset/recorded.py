@@ -1,0 +1,219 @@
+"""The executor's citation step on recorded evidence: what `optimize.py` tunes and scores.
+
+Each devset case's gold tool calls are run once through the real recorder (as HolmesGPT replays
+recorded tool output), so every candidate sees the same invocations, ids and refs. The program
+under optimization is the executor alone: one LM call per example, under the same schema
+constraints the pipeline uses. Its output then goes through the real hook and gatekeeper and the
+code checks that decide whether a claim could be verified, and the metric's feedback names the
+rules that failed.
+"""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+from dataclasses import dataclass
+
+import dspy
+
+from devset.gold import gold_executor_output, gold_tool_calls
+from program.entry.audit import AuditStore
+from program.evidence.hook import VerifierInputHook
+from program.evidence.relevance import Target, question_target
+from program.evidence.scope import Scope, mentions, read_scope
+from program.evidence.verdict import cited_refs, claim_blockers
+from program.lm.adapter import citation_patch, constrained
+from program.lm.engine import is_embedded
+from signatures.contracts import (
+    ExecutorOutput,
+    GatekeeperResult,
+    ParseStatus,
+    PlannerOutput,
+    ToolCall,
+    ToolInvocation,
+)
+from signatures.demos import executor_demos
+from signatures.diagnosis import CiteEvidence
+from tools.catalog import Catalog
+from tools.recorder import ToolInvocationRecorder, render_observations
+
+WEIGHTS = {"gatekeeper": 0.25, "verifiable": 0.25, "forbidden": 0.15, "scope": 0.10, "recall": 0.15, "facts": 0.10}
+NARROW_MAX_CLAIMS = 2
+NARROW_TYPES = ("observation", "negative_observation")
+
+
+@dataclass
+class Recorded:
+    """One case's evidence, recorded once: the invocations, and the inputs the executor is given."""
+
+    case: dict
+    store: AuditStore
+    session_id: str
+    invocations: list[ToolInvocation]
+    scope: Scope
+    target: Target
+    plan: PlannerOutput
+    observations: str
+    # Every name (service, alert, state) a claim may only state when its evidence states it.
+    names: tuple[str, ...] = ()
+
+    def example(self) -> dspy.Example:
+        """The executor's inputs, and the gold output as labels (for labeled demos)."""
+        gold = gold_executor_output(self.case, self.observations)
+        return dspy.Example(case_id=self.case["case_id"], question=self.case["question"], plan=self.plan,
+                            observations=self.observations, retry_context="none",
+                            claims=gold["claims"], hypotheses=[], missing_info=gold["missing_info"],
+                            recommended_actions=[]).with_inputs("case_id", "question", "plan", "observations",
+                                                                "retry_context")
+
+
+def record(cases: list[dict], catalog: Catalog) -> dict[str, Recorded]:
+    """Run every LM case's gold tool calls once, in one in-memory audit store."""
+    store = AuditStore("sqlite://")
+    recorded = {}
+    for case in cases:
+        if not case["runs_lm"]:
+            continue
+        session = f"devset-{case['case_id']}"
+        recorder = ToolInvocationRecorder(store, session)
+        for call in gold_tool_calls(case):
+            tool_call = ToolCall(**call)
+            recorder.call(tool_call.tool_name, **tool_call.arguments())
+        scope = read_scope(case["question"], catalog)
+        gold_plan = case["gold"]["plan"]
+        plan = PlannerOutput(scope="narrow" if scope.narrow else "broad", target_services=gold_plan["target_services"],
+                             topics=gold_plan["topics"], excluded_topics=list(scope.excluded_topics))
+        recorded[case["case_id"]] = Recorded(
+            case=case, store=store, session_id=session, invocations=list(recorder.invocations), scope=scope,
+            target=question_target(case["question"], catalog), plan=plan,
+            observations=render_observations(recorder.invocations), names=catalog.names)
+    return recorded
+
+
+class CiteOnRecord(dspy.Module):
+    """The pipeline's executor predictor, called as the pipeline calls it, on recorded evidence."""
+
+    def __init__(self, evidence: dict[str, Recorded], *, constrain: bool | None = None):
+        super().__init__()
+        self.executor = dspy.Predict(CiteEvidence, max_tokens=900)
+        self.executor.demos = executor_demos()
+        self._evidence = evidence
+        self._constrain = constrain
+
+    def forward(self, case_id: str, question: str, plan: PlannerOutput, observations: str, retry_context: str):
+        recorded = self._evidence[case_id]
+        constrain = self._constrain if self._constrain is not None else is_embedded(dspy.settings.lm)
+        patch = citation_patch(recorded.invocations, narrow=recorded.scope.narrow) if constrain else None
+        with constrained(patch) if patch else nullcontext():
+            return self.executor(question=question, plan=plan, observations=observations, retry_context=retry_context)
+
+
+@dataclass
+class Score:
+    score: float
+    parts: dict[str, float]
+    verdict: str  # what code would make of it if the verifier agreed: PASS, LOW_CONFID or REJECT
+    gatekeeper: str
+    failed_rules: list[str]
+    blocked_rules: list[str]
+    forbidden_hits: list[str]
+    feedback: list[str]
+
+
+def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus | None = None) -> Score:
+    """The gatekeeper and the code checks on one executor output, as the metric and the report see it."""
+    case = recorded.case
+    verifier_input = VerifierInputHook(recorded.store).run(
+        session_id=recorded.session_id, original_query=case["question"], executor_output=output,
+        parse_status=parse or ParseStatus(status="valid", detail="parsed executor evidence contract"))
+    gate: GatekeeperResult = verifier_input.gatekeeper_result
+    claims = verifier_input.executor_structured_output.claims
+    cited = cited_refs(gate, recorded.invocations)
+    blockers = claim_blockers(claims, cited, recorded.target, recorded.scope.excluded_terms, recorded.names)
+    failed = {cb.claim_id for cb in gate.checked_bindings if cb.status != "pass"}
+    verifiable = [c for c in claims if c.claim_id not in failed and c.claim_id not in blockers and c.evidence_bindings]
+    parts: dict[str, float] = {}
+    feedback: list[str] = []
+
+    parts["gatekeeper"] = float(gate.status == "pass")
+    for error in gate.errors[:4]:
+        feedback.append(f"gatekeeper {error.rule}: {error.message}")
+    parts["verifiable"] = len(verifiable) / len(claims) if claims else 0.0
+    for claim_id, findings in blockers.items():
+        for finding in findings:
+            feedback.append(f"claim {claim_id} blocked by {finding.rule}: {finding.message}")
+    if not claims:
+        feedback.append("no claims: the executor stated nothing")
+
+    hits = mentions(" ".join(c.claim_text for c in claims), [t.casefold() for t in case["forbidden_terms"]])
+    parts["forbidden"] = float(not hits)
+    if hits:
+        feedback.append(f"forbidden terms in claims: {', '.join(hits)}")
+
+    scope_ok = True
+    if recorded.scope.narrow:
+        if not 1 <= len(claims) <= NARROW_MAX_CLAIMS:
+            scope_ok = False
+            feedback.append(f"{len(claims)} claims for a narrow question (want 1 to {NARROW_MAX_CLAIMS})")
+        wrong = sorted({c.claim_type for c in claims} - set(NARROW_TYPES))
+        if wrong:
+            scope_ok = False
+            feedback.append(f"narrow question answered with claim types {', '.join(wrong)}")
+    parts["scope"] = float(scope_ok)
+    if not verifiable:
+        # A claim code would block proves nothing, so staying in scope earns nothing either.
+        parts["forbidden"] = parts["scope"] = 0.0
+
+    passing = [(cb.tool_name, _ref_text(recorded, cb.source_invocation_id, cb.raw_path))
+               for cb in gate.checked_bindings if cb.status == "pass"]
+    wanted = case["expected_refs"]
+    found = [r for r in wanted if any(tool == r["tool_name"] and r["needle"] in text for tool, text in passing)]
+    parts["recall"] = len(found) / len(wanted) if wanted else 1.0
+    for r in wanted:
+        if r not in found:
+            feedback.append(f"did not cite the {r['tool_name']} ref containing {r['needle']!r}")
+
+    said = " ".join([c.claim_text for c in verifiable]
+                    + [b.evidence_excerpt for c in verifiable for b in c.evidence_bindings]).casefold()
+    missing = [f for f in case["required_facts"] if f.casefold() not in said]
+    parts["facts"] = 1 - len(missing) / len(case["required_facts"]) if case["required_facts"] else 1.0
+    if missing:
+        feedback.append(f"verifiable claims do not state {', '.join(missing)}")
+
+    verdict = "REJECT" if gate.severity == "reject" else "PASS" if gate.severity == "none" and verifiable else "LOW_CONFID"
+    score = round(sum(WEIGHTS[k] * v for k, v in parts.items()), 4)
+    return Score(score=score, parts=parts, verdict=verdict, gatekeeper=f"{gate.status}/{gate.severity}",
+                 failed_rules=list(gate.failed_rules), blocked_rules=sorted({f.rule for fs in blockers.values() for f in fs}),
+                 forbidden_hits=hits, feedback=feedback)
+
+
+def _ref_text(recorded: Recorded, invocation_id: int | None, raw_path: str | None) -> str:
+    inv = next((i for i in recorded.invocations if i.id == invocation_id), None)
+    if inv is None:
+        return ""
+    if raw_path is None:
+        return inv.retrieval_details.message
+    return next((r.text for r in inv.retrieval_details.evidence_refs if r.raw_path == raw_path), "")
+
+
+def output_of(prediction) -> tuple[ExecutorOutput, ParseStatus]:
+    """A prediction's executor output; one that does not fit the contract is scored as no output."""
+    try:
+        return (ExecutorOutput(claims=prediction.claims, hypotheses=prediction.hypotheses,
+                               missing_info=prediction.missing_info,
+                               recommended_actions=prediction.recommended_actions),
+                ParseStatus(status="valid", detail="parsed executor evidence contract"))
+    except Exception as exc:  # pydantic's ValidationError, or a prediction missing a field
+        return ExecutorOutput(), ParseStatus(status="invalid", detail=f"{type(exc).__name__}: {str(exc)[:200]}")
+
+
+class CitationMetric:
+    """The gatekeeper as a metric: dspy.Prediction(score, feedback), with the failed rules named
+    (GEPA reflects on the feedback). Its signature fits Evaluate, BootstrapFewShot, MIPROv2 and GEPA."""
+
+    def __init__(self, evidence: dict[str, Recorded]):
+        self.evidence = evidence
+
+    def __call__(self, example, prediction, trace=None, pred_name=None, pred_trace=None):
+        output, parse = output_of(prediction)
+        scored = score_output(self.evidence[example.case_id], output, parse)
+        return dspy.Prediction(score=scored.score, feedback="; ".join(scored.feedback) or "all checks passed")
