@@ -34,7 +34,7 @@ from dspy.utils.callback import BaseCallback  # noqa: E402
 
 from devset import load_devset  # noqa: E402
 from devset.gold import fixture_executor_output, gold_tool_calls  # noqa: E402
-from devset.metric import score_fixture  # noqa: E402
+from devset.metric import check_fixture, score_run  # noqa: E402
 from devset.recorded import (  # noqa: E402
     WEIGHTS,
     CitationMetric,
@@ -177,6 +177,32 @@ def compile_candidate(name: str, evidence: dict[str, Recorded], train: list[dspy
     raise ValueError(f"unknown optimizer {name!r}")
 
 
+def pipeline_comparison(label: str | None, chosen: dspy.Module | None, held_cases: list[dict]) -> list[dict]:
+    """Whole diagnoses (planner, tools, executor, checks, verifier) of the held-out questions, by the
+    uncompiled program and by the chosen one, scored with the whole-diagnosis metric."""
+    store = AuditStore("sqlite://")
+    programs = {"uncompiled": Diagnosis(store)}
+    if chosen is not None:
+        programs[label] = Diagnosis(store)
+        programs[label].executor = chosen.executor.deepcopy()
+    rows = []
+    for name, program in programs.items():
+        for case in held_cases:
+            started = time.perf_counter()
+            prediction = program(question=case["question"])
+            result = prediction.result
+            breakdown = score_run(case, result, prediction.invocations)
+            rows.append({"program": name, "case_id": case["case_id"], "score": breakdown.score,
+                         "verdict": result.verdict,
+                         "gatekeeper": f"{result.gatekeeper_result.status}/{result.gatekeeper_result.severity}"
+                         if result.gatekeeper_result else "-",
+                         "lm_calls": sum(u.lm_calls for u in result.usage.values()),
+                         "seconds": round(time.perf_counter() - started, 1),
+                         "feedback": "; ".join(breakdown.feedback) or "all checks passed"})
+            say(f"  whole diagnosis, {name}, {case['case_id']}: {breakdown.score:.2f} {result.verdict}")
+    return rows
+
+
 def fixture_row(cases: list[dict]) -> dict:
     """The gatekeeper-reject family, offline and without an LM: reported once, for the data, not per candidate."""
     case = next(c for c in cases if not c["runs_lm"])
@@ -187,8 +213,9 @@ def fixture_row(cases: list[dict]) -> dict:
         tool_call = ToolCall(**call)
         recorder.call(tool_call.tool_name, **tool_call.arguments())
     output = fixture_executor_output(case, [inv.id for inv in recorder.invocations])
-    scored = score_fixture(case, output, recorder.invocations, session)
-    return {"case_id": case["case_id"], "score": scored.score, "feedback": scored.feedback}
+    checked = check_fixture(case, output, recorder.invocations, session)
+    return {"case_id": case["case_id"], "ok": checked.ok, "severity": checked.severity,
+            "failed_rules": checked.failed_rules, "expected_rules": checked.expected_rules}
 
 
 def chart_svg(candidates: list[Candidate]) -> str:
@@ -237,6 +264,20 @@ CASE_HEAD = ["program", "case", "family", "split", "score", "code verdict", "gat
              "seconds", "feedback"]
 
 
+PIPELINE_HEAD = ["program", "case", "score", "verdict", "gatekeeper", "LM calls", "seconds", "feedback"]
+
+
+def pipeline_rows(rows: list[dict]) -> list[list[str]]:
+    means = {}
+    for row in rows:
+        means.setdefault(row["program"], []).append(row["score"])
+    summary = [[name, "mean", f"{sum(scores) / len(scores):.3f}",
+                f"{sum(r['verdict'] == 'PASS' for r in rows if r['program'] == name)} PASS of {len(scores)}",
+                "", "", "", ""] for name, scores in means.items()]
+    return summary + [[r["program"], r["case_id"], f"{r['score']:.3f}", r["verdict"], r["gatekeeper"], str(r["lm_calls"]),
+                       str(r["seconds"]), r["feedback"]] for r in rows]
+
+
 def case_rows(candidates: list[Candidate]) -> list[list[str]]:
     return [[c.label, r.case_id, r.family, r.split, f"{r.score:.3f}", r.verdict, r.gatekeeper, ", ".join(r.rules) or "-",
              ", ".join(r.forbidden_hits) or "-", str(r.lm_calls), str(r.seconds), r.feedback]
@@ -255,13 +296,19 @@ def write_report(out: Path, payload: dict, candidates: list[Candidate], gains: d
         f"second run of the uncompiled program sends the same prompts; the repeat below shows what it gave.",
         f"Repeat of the uncompiled program on the held-out split: {meta.get('repeat') or 'not run'}.",
         f"Chosen: {meta.get('chosen') or 'none'}. Saved: {meta.get('saved') or 'nothing'} ({meta.get('why')}).",
-        f"Gatekeeper-reject family (offline fixture, no LM, reported once): score {payload['fixture']['score']}"
-        f" ({'; '.join(payload['fixture']['feedback']) or 'all checks passed'}).",
+        f"Gatekeeper-reject family (offline fixture, no LM, reported once): severity "
+        f"{payload['fixture']['severity']}, failed rules {', '.join(payload['fixture']['failed_rules'])} (expected "
+        f"{', '.join(payload['fixture']['expected_rules'])}): {'as expected' if payload['fixture']['ok'] else 'NOT as expected'}.",
         f"Wall time {meta['wall_seconds']} s on {meta['cores']} cores.",
     ]
     md = [f"# Optimization run {meta['run_id']}", "", *[f"- {line}" for line in intro], "",
           "| " + " | ".join(SUMMARY_HEAD) + " |", "|" + " --- |" * len(SUMMARY_HEAD)]
     md += ["| " + " | ".join(row) + " |" for row in summary_rows(candidates, gains)]
+    pipeline = pipeline_rows(payload.get("pipeline") or [])
+    if pipeline:
+        md += ["", "## Whole diagnoses on the held-out split", "", "| " + " | ".join(PIPELINE_HEAD) + " |",
+               "|" + " --- |" * len(PIPELINE_HEAD)]
+        md += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in pipeline]
     md += ["", "## Per case", "", "| " + " | ".join(CASE_HEAD) + " |", "|" + " --- |" * len(CASE_HEAD)]
     md += ["| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in case_rows(candidates)]
     (out / "report.md").write_text("\n".join(md) + "\n", encoding="utf-8")
@@ -278,6 +325,7 @@ def write_report(out: Path, payload: dict, candidates: list[Candidate], gains: d
             + "".join(f"<li>{html.escape(line)}</li>" for line in intro) + "</ul>"
             + "<h2>Train and held-out score per candidate</h2>" + chart_svg(candidates)
             + table(SUMMARY_HEAD, summary_rows(candidates, gains))
+            + (("<h2>Whole diagnoses on the held-out split</h2>" + table(PIPELINE_HEAD, pipeline)) if pipeline else "")
             + "<h2>Per case</h2>" + table(CASE_HEAD, case_rows(candidates)) + "</body></html>\n")
     (out / "report.html").write_text(page, encoding="utf-8")
 
@@ -302,6 +350,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--threshold", type=float, default=0.9, help="BootstrapFewShot: the metric a demo run needs")
     parser.add_argument("--gepa-calls", type=int, default=24, help="GEPA: metric-call budget")
     parser.add_argument("--gepa-val", type=int, default=6, help="GEPA: training cases it validates proposals on")
+    parser.add_argument("--pipeline", action="store_true",
+                        help="finally, whole diagnoses of the held-out questions: uncompiled against the chosen program")
     parser.add_argument("--repeat-baseline", action="store_true",
                         help="run the uncompiled program a second time on the held-out split")
     parser.add_argument("--out", default="results", help="folder for results/<run>/")
@@ -378,7 +428,7 @@ def main(argv: list[str] | None = None) -> int:
     meta = {"run_id": run_id, "lm": lm_spec(args.lm), "k": args.k, "cores": os.cpu_count(),
             "train_cases": len(train), "held_out_cases": len(held),
             "args": {k: getattr(args, k) for k in ("lm", "optimizers", "k", "threshold", "gepa_calls", "gepa_val",
-                                                   "repeat_baseline")}}
+                                                   "repeat_baseline", "pipeline")}}
     if repeat is not None:
         same = sum(a.score == b.score for a, b in zip(
             [r for r in baseline.runs if r.split == "held-out"], repeat, strict=True))
@@ -397,11 +447,17 @@ def main(argv: list[str] | None = None) -> int:
     else:
         meta["why"] = (f"its held-out gain {gains[best.label]['gain']:+.3f} is within the noise "
                        f"[{gains[best.label]['low']:+.3f}, {gains[best.label]['high']:+.3f}]")
+    pipeline = []
+    if args.pipeline:
+        say("final stage: whole diagnoses of the held-out questions")
+        with dspy.context(lm=lm, adapter=adapter_for(lm), callbacks=[*dspy.settings.callbacks, Counter()]):
+            pipeline = pipeline_comparison(meta["chosen"], programs.get(meta["chosen"]),
+                                           [c for c in cases if c["split"] == "held-out"])
     meta["wall_seconds"] = round(time.perf_counter() - started, 1)
     if recorded_payload:
         meta["wall_seconds"] = recorded_payload["meta"]["wall_seconds"]
         meta["saved"] = recorded_payload["meta"].get("saved")
-    payload = {"meta": meta, "fixture": fixture_row(cases), "gains": gains,
+    payload = {"meta": meta, "fixture": fixture_row(cases), "gains": gains, "pipeline": pipeline,
                "candidates": [{**{k: v for k, v in asdict(c).items() if k != "runs"}, "train": c.mean("train"),
                                "held_out": c.mean("held-out"), "runs": [asdict(r) for r in c.runs]}
                               for c in candidates]}
@@ -411,7 +467,8 @@ def main(argv: list[str] | None = None) -> int:
     say(f"report: {out / 'report.md'} and report.html; saved: {meta.get('saved') or 'nothing'} ({meta['why']})")
     if recorded_payload:
         def scores(payload):
-            return [[(r["case_id"], r["score"], r["verdict"], r["rules"]) for r in c["runs"]] for c in payload["candidates"]]
+            return ([[(r["case_id"], r["score"], r["verdict"], r["rules"]) for r in c["runs"]] for c in payload["candidates"]]
+                    + [[(r["program"], r["case_id"], r["score"], r["verdict"]) for r in payload.get("pipeline", [])]])
 
         same = scores(recorded_payload) == scores(payload)
         print(f"replay reproduces every recorded score, verdict and rule: {same}")

@@ -101,10 +101,3 @@ def load_devset(directory: Path | str | None = None, variants: Path | str | None
         return cases + datasets.Dataset.from_list(records).to_list()
     except Exception as exc:  # pyarrow raises several error types for inconsistent records
         raise DevsetError(f"devset variants do not share one schema: {exc}") from exc
-
-
-def to_examples(cases: list[dict]):
-    """dspy.Examples for the cases that run the LM; the question is the only input."""
-    import dspy
-
-    return [dspy.Example(question=c["question"], case=c).with_inputs("question") for c in cases if c["runs_lm"]]

@@ -1,20 +1,17 @@
-"""The devset metric, built from deterministic parts only.
+"""The devset metric for whole diagnoses, built from deterministic parts only.
 
 score = 0.30 verdict match + 0.20 gatekeeper pass + 0.15 no forbidden term in claims or answer
       + 0.10 narrow-scope bound + 0.15 citation recall + 0.10 required facts,
 where the forbidden-term and scope parts count only for a run with a claim whose citations all
-passed: output that says nothing earns nothing for saying nothing wrong.
-returned as ``dspy.Prediction(score=..., feedback=...)``. The feedback names every failed part and
-why (for a failed gatekeeper, its rules and messages), so it serves dspy.Evaluate, a bootstrap
-threshold and GEPA-style reflection alike. A Prediction is always truthy: bootstrapping must set
-``metric_threshold`` (optimize.py uses 1.0, a perfect run).
+passed: output that says nothing earns nothing for saying nothing wrong,
+with feedback naming every failed part and why (for a failed gatekeeper, its rules and messages).
+It scores whole diagnoses: optimize.py's final comparison on the held-out split (`--pipeline`).
+The optimizer's own metric is the executor-level one in devset/recorded.py.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import dspy
 
 from program.evidence.gatekeeper import check
 from program.evidence.scope import mentions, read_scope
@@ -113,22 +110,21 @@ def score_run(case: dict, result: DiagnosisResult, invocations: list[ToolInvocat
     return out
 
 
-def diagnosis_metric(example, pred, trace=None, pred_name=None, pred_trace=None) -> dspy.Prediction:
-    """Metric for dspy.Evaluate, BootstrapFewShot (with metric_threshold) and GEPA."""
-    breakdown = score_run(example.case, pred.result, pred.invocations)
-    feedback = "; ".join(breakdown.feedback) or "all checks passed"
-    return dspy.Prediction(score=breakdown.score, feedback=feedback)
+@dataclass
+class FixtureCheck:
+    """What the gatekeeper made of the offline reject fixture: nothing here is scored that was not checked."""
+
+    severity: str
+    failed_rules: list[str]
+    expected_rules: list[str]
+
+    @property
+    def ok(self) -> bool:
+        return self.severity == "reject" and set(self.expected_rules) <= set(self.failed_rules)
 
 
-def score_fixture(case: dict, executor_output: dict, invocations: list[ToolInvocation], session_id: str) -> Breakdown:
-    """The offline gatekeeper-reject case: the gatekeeper alone must fail the fixture with its rules."""
-    out = Breakdown()
+def check_fixture(case: dict, executor_output: dict, invocations: list[ToolInvocation], session_id: str) -> FixtureCheck:
+    """The offline gatekeeper-reject case: the gatekeeper alone must reject the fixture with its rules."""
     gate = check(ExecutorOutput.model_validate(executor_output), invocations, session_id)
-    wanted = set(case["fixture_executor_output"].get("expected_failed_rules") or [])
-    out.parts = {"verdict": float(gate.severity == "reject"), "gatekeeper": float(gate.status == "fail"),
-                 "forbidden": 1.0, "scope": 1.0, "recall": 1.0, "facts": float(wanted <= set(gate.failed_rules))}
-    if gate.severity != "reject":
-        out.feedback.append(f"fabricated citations got severity {gate.severity}, expected reject")
-    if not wanted <= set(gate.failed_rules):
-        out.feedback.append(f"failed_rules {gate.failed_rules} lack {sorted(wanted - set(gate.failed_rules))}")
-    return out
+    return FixtureCheck(severity=gate.severity, failed_rules=list(gate.failed_rules),
+                        expected_rules=list(case["fixture_executor_output"].get("expected_failed_rules") or []))

@@ -66,7 +66,7 @@ def test_optimize_saves_a_program_that_beats_the_noise_and_diagnose_uses_it(run_
     gain = results["gains"]["labeled"]
     assert gain["cases"] == 16 and 0 < gain["low"] <= gain["gain"] <= gain["high"]
     assert results["meta"]["chosen"] == "labeled" and results["meta"]["saved"]
-    assert results["fixture"]["score"] == 1.0
+    assert results["fixture"]["ok"] and results["fixture"]["severity"] == "reject"
     for name in ("report.md", "report.html", "transcript.jsonl", "embeddings.json"):
         assert (run_dir / name).stat().st_size > 0
     page = (run_dir / "report.html").read_text()
@@ -91,7 +91,10 @@ def test_a_gain_within_the_noise_saves_nothing(run_optimize):
 
 
 def test_replay_rescores_a_run_without_the_model_and_notices_a_changed_transcript(run_optimize, monkeypatch, capsys):
-    results, run_dir = run_optimize(learner(), "--optimizers", "labeled")
+    results, run_dir = run_optimize(learner(), "--optimizers", "labeled", "--pipeline")
+    whole = {(r["program"], r["verdict"]) for r in results["pipeline"]}
+    assert ("labeled", "PASS") in whole and ("uncompiled", "PASS") not in whole
+    assert "## Whole diagnoses on the held-out split" in (run_dir / "report.md").read_text()
     untouchable = scripted_lm(lambda *request: pytest.fail("a replay must not call the model"))
     monkeypatch.setattr(optimize, "resolve_lm", lambda spec: untouchable)
     capsys.readouterr()

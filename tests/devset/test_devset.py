@@ -3,8 +3,8 @@ import shutil
 
 import pytest
 
-from devset import CASES_DIR, DevsetError, load_cases, to_examples
-from devset.gold import GoldUnavailable, find_ref, gold_demos
+from devset import CASES_DIR, DevsetError, load_cases
+from devset.gold import GoldUnavailable, find_ref, gold_plan
 from signatures.contracts import ExecutorOutput, PlannerOutput, ToolCall
 
 
@@ -14,24 +14,11 @@ def test_six_cases_load_with_every_field():
                                              "hikaricp_negative", "gatekeeper_reject", "narrow_forbidden"]
     for case in cases:
         if case["runs_lm"]:
-            PlannerOutput(**case["gold"]["plan"])
+            PlannerOutput(**gold_plan(case))
             assert [ToolCall(**call) for call in case["gold"]["tool_calls"]]
             assert case["expected_refs"] and case["required_facts"]
     fixture = next(c for c in cases if not c["runs_lm"])
     assert fixture["fixture_executor_output"]["expected_failed_rules"]
-    examples = to_examples(cases)
-    assert len(examples) == 5 and set(examples[0].inputs()) == {"question"}
-
-
-def test_gold_demos_are_real_runs_that_pass_the_gatekeeper():
-    demos = gold_demos(load_cases())
-    assert {k: len(v) for k, v in demos.items()} == {k: 5 for k in ("planner", "gather", "executor", "verifier", "composer")}
-    for demo in demos["executor"]:
-        output = ExecutorOutput(claims=demo.claims)
-        for binding in output.claims[0].evidence_bindings:
-            assert f"#{binding.source_invocation_id} {binding.tool_name}(" in demo.observations
-    for demo in demos["verifier"]:
-        assert demo.excerpts and demo.judgement == "supported"
 
 
 def test_gold_needs_its_evidence():
@@ -106,6 +93,7 @@ def test_every_gold_output_is_grounded_on_its_recorded_evidence(devset):
     evidence = record(devset, active_catalog())
     assert len(evidence) == len([c for c in devset if c["runs_lm"]])
     for case_id, recorded in evidence.items():
+        assert PlannerOutput(**gold_plan(recorded.case)).scope == "narrow"
         scored = score_output(recorded, ExecutorOutput.model_validate(gold_executor_output(recorded.case,
                                                                                           recorded.observations)))
         assert (case_id, scored.score, scored.verdict) == (case_id, 1.0, "PASS"), scored.feedback

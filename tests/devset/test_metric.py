@@ -9,7 +9,7 @@ from devset.gold import (
     gold_executor_output,
     gold_tool_calls,
 )
-from devset.metric import diagnosis_metric, score_fixture, score_run
+from devset.metric import check_fixture, score_run
 from program.entry.api import diagnose
 from signatures.contracts import DiagnosisResult, GatekeeperResult, ToolCall
 from tests.support.good_lm import good_lm
@@ -18,9 +18,8 @@ from tools.recorder import ToolInvocationRecorder
 
 def scored(case, store, **overrides):
     result = diagnose(case["question"], lm=good_lm(case, **overrides), db=store, compiled=False)
-    invocations = store.list_invocations(result.session_id)
-    example = dspy.Example(question=case["question"], case=case).with_inputs("question")
-    return diagnosis_metric(example, dspy.Prediction(result=result, invocations=invocations)), result
+    breakdown = score_run(case, result, store.list_invocations(result.session_id))
+    return dspy.Prediction(score=breakdown.score, feedback="; ".join(breakdown.feedback) or "all checks passed"), result
 
 
 @pytest.mark.parametrize("case_id", ["high_memory_positive", "slow_response_positive", "hikaricp_positive",
@@ -89,14 +88,6 @@ def test_empty_prediction_scores_nothing(cases):
     assert breakdown.score == 0.0 and "earn nothing" in " ".join(breakdown.feedback)
 
 
-def test_prediction_is_truthy_even_at_zero_which_is_why_bootstrap_needs_a_threshold(cases):
-    case = cases["high_memory_positive"]
-    empty = DiagnosisResult(session_id="s", verdict="REJECT", answer="内存泄漏已确认",
-                            gatekeeper_result=GatekeeperResult(status="fail", severity="reject"))
-    metric = diagnosis_metric(dspy.Example(question="q", case=case), dspy.Prediction(result=empty, invocations=[]))
-    assert metric.score == 0.0 and bool(metric) and not metric >= 1.0
-
-
 def test_offline_fixture_is_rejected_with_the_expected_rules(cases, store):
     case = cases["gatekeeper_reject"]
     recorder = ToolInvocationRecorder(store, "fixture")
@@ -104,4 +95,7 @@ def test_offline_fixture_is_rejected_with_the_expected_rules(cases, store):
         tool_call = ToolCall(**call)
         recorder.call(tool_call.tool_name, **tool_call.arguments())
     output = fixture_executor_output(case, [inv.id for inv in recorder.invocations])
-    assert score_fixture(case, output, recorder.invocations, "fixture").score == 1.0
+    checked = check_fixture(case, output, recorder.invocations, "fixture")
+    assert checked.ok and checked.severity == "reject"
+    nothing = {"claims": [], "hypotheses": [], "missing_info": [], "recommended_actions": []}
+    assert not check_fixture(case, nothing, recorder.invocations, "fixture").ok
