@@ -172,7 +172,7 @@ def compile_candidate(name: str, evidence: dict[str, Recorded], train: list[dspy
         changed = proposed.strip() != base.executor.signature.instructions.strip()
         return student, (f"GEPA, the embedded model reflecting ({args.gepa_calls} metric calls, validation on "
                          f"{args.gepa_val} training cases): "
-                         + (f"new instruction ({len(proposed)} characters)" if changed
+                         + (f"its instruction is now {proposed[:300]!r}" if changed
                             else "no proposed instruction beat the original"))
     raise ValueError(f"unknown optimizer {name!r}")
 

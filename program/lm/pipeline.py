@@ -211,15 +211,18 @@ class Diagnosis(dspy.Module):
     def _named_alert_calls(self, run: _Run, calls: list) -> list:
         """An alert the question names, on a service it names, is always looked up: the planner may
         choose more evidence, but never less than the question itself spells out."""
-        if "query_metrics" not in self.toolbox:
+        # The tool that looks alerts up: the one whose declaration takes a service and an alert name.
+        alerts_tool = next((d.name for d in self.toolbox
+                            if {"service", "alert_name"} <= set(d.catalog_values)), None)
+        if alerts_tool is None:
             return []
         call = tool_call_contract(self.toolbox)
-        asked = {(c.service, (c.alert_name or "").casefold()) for c in calls if c.tool_name == "query_metrics"}
+        asked = {(c.service, (c.alert_name or "").casefold()) for c in calls if c.tool_name == alerts_tool}
         added = []
         for service in run.target.services:
             for alert in run.target.alerts:
                 if (service, alert.casefold()) not in asked:
-                    added.append(call(tool_name="query_metrics", service=service, alert_name=alert))
+                    added.append(call(tool_name=alerts_tool, service=service, alert_name=alert))
         if added:
             run.record.notes.append(Finding(rule="planner.named_alert_added", message="the question names "
                                       + ", ".join(f"{c.alert_name} on {c.service}" for c in added)

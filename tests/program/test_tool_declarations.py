@@ -17,6 +17,7 @@ from tests.support.good_lm import good_lm
 from tools.catalog import active_catalog
 from tools.declaration import Toolbox, ToolDeclaration
 from tools.functions import QUERY_LOGS, TOOLBOX
+from tools.recorder import ToolInvocationRecorder
 
 ROOT = Path(__file__).resolve().parents[2]
 SPANS = {"abc123": [{"trace": "abc123", "span": "POST /api/v1/orders", "service": "order-service",
@@ -102,19 +103,13 @@ def test_the_fourth_tool_reaches_the_prompt_the_contract_and_the_grammar():
 
 
 def test_a_toolbox_without_the_tool_does_not_know_its_citations(store):
-    invocation = store.add_invocation(_invocation(store))
+    invocation = ToolInvocationRecorder(store, "s", BOX).call("query_traces", trace_id="abc123")
     output = ExecutorOutput.model_validate({"claims": [{
         "claim_id": "c1", "claim_type": "observation", "claim_text": "x",
         "evidence_bindings": [{"tool_name": "query_traces", "source_invocation_id": invocation.id,
                                "raw_path": "$.spans[0]", "evidence_excerpt": "latency 4200ms"}]}]})
     assert check(output, [invocation], "s", toolbox=BOX).status == "pass"
     assert "evidence.tool_name" in check(output, [invocation], "s").failed_rules
-
-
-def _invocation(store):
-    from tools.recorder import ToolInvocationRecorder
-
-    return ToolInvocationRecorder(store, "s", BOX).call("query_traces", trace_id="abc123")
 
 
 @pytest.mark.parametrize(("declarations", "error"), [
