@@ -22,6 +22,7 @@ from tools.sources.logs import LOG_LEVELS, normal_level
 from tools.sources.runbooks import tokenize
 
 MAX_LOG_LIMIT = 200
+MAX_ALERTS = 50
 MAX_TOP_K = 10
 # Words that describe the search rather than its target ("find the logs of ...").
 QUERY_STOPWORDS = frozenset(
@@ -70,14 +71,17 @@ def query_metrics(service: str | None = None, alert_name: str | None = None, sta
     if error:
         return _failure("alerts", error, searched, metrics.label)
     try:
-        alerts = metrics.with_samples([
+        matched = [
             a for a in metrics.alerts()
             if (service is None or a["service"] == service)
             and (alert_name is None or str(a["name"]).casefold() == alert_name.strip().casefold())
             and (state is None or a["state"] == state)
-        ])
+        ]
+        # A busy server can have hundreds of active alerts; each returned one is a ref and a sample query.
+        alerts = metrics.with_samples(matched[:MAX_ALERTS])
         if alerts:
-            message = f"{len(alerts)} alert(s) found"
+            message = f"{len(matched)} alert(s) found" + (f", the first {len(alerts)} returned"
+                                                          if len(alerts) < len(matched) else "")
         else:
             message = (
                 f"未找到匹配的告警 (no alerts matched service={service!r}, alert_name={alert_name!r}, state={state!r})"
@@ -86,7 +90,7 @@ def query_metrics(service: str | None = None, alert_name: str | None = None, sta
             )
     except SourceError as exc:
         return _failure("alerts", str(exc), searched, metrics.label)
-    return {"success": True, "alerts": alerts, "total": len(alerts), "message": message, "searched": searched,
+    return {"success": True, "alerts": alerts, "total": len(matched), "message": message, "searched": searched,
             "source": metrics.label}
 
 

@@ -2,6 +2,7 @@
 server (httpx's mock transport), and settings that cannot be used."""
 
 import json
+from types import SimpleNamespace
 
 import httpx
 import pytest
@@ -202,3 +203,21 @@ def test_the_fixture_state_names_are_refused_by_prometheus(monkeypatch):
     monkeypatch.setenv("DIAGNOSIS_PROMETHEUS_URL", "http://127.0.0.1:9")
     result = query_metrics(state="resolved")
     assert result["success"] is False and "'firing' or 'pending'" in result["error"]
+
+
+def test_a_busy_prometheus_returns_at_most_fifty_alerts_and_says_how_many_matched(monkeypatch):
+    many = [{"type": "alerting", "name": "Busy", "query": "x > 1", "alerts": [
+        {"labels": {"service": f"svc-{n:03d}"}, "annotations": {}, "state": "firing",
+         "activeAt": "2026-11-30T10:00:00Z", "value": "2"} for n in range(120)]}]
+
+    def api(request):
+        if request.url.path == "/api/v1/rules":
+            return httpx.Response(200, json={"status": "success", "data": {"groups": [{"rules": many}]}})
+        return httpx.Response(200, json={"status": "success", "data": {"resultType": "matrix", "result": []}})
+
+    server = _server(api)
+    server.service_label = "service"
+    monkeypatch.setattr("tools.functions.active_sources", lambda: SimpleNamespace(metrics=server))
+    result = query_metrics(alert_name="Busy")
+    assert len(result["alerts"]) == 50 and result["total"] == 120
+    assert result["message"] == "120 alert(s) found, the first 50 returned"
