@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any, Literal
 
 import dspy
+
+from tools.catalog import Catalog
 
 LOCATOR = re.compile(r"^\$\.([a-z_]+)\[(0|[1-9][0-9]*)\]$")
 
@@ -46,6 +48,11 @@ class ToolDeclaration:
         missing = [a for a in self.lm_arguments if a not in self.tool.args]
         if missing:
             raise ValueError(f"{self.name}: lm_arguments {missing} are not arguments of the function")
+        names = {f.name for f in fields(Catalog)}
+        wrong = {a: f for a, f in self.catalog_values.items() if a not in self.lm_arguments or f not in names}
+        if wrong:
+            raise ValueError(f"{self.name}: catalog_values {wrong} must map lm_arguments to Catalog fields "
+                             f"({', '.join(sorted(names))})")
 
     @cached_property
     def tool(self) -> dspy.Tool:

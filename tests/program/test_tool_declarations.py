@@ -122,10 +122,15 @@ def test_a_toolbox_refuses_ambiguous_declarations(declarations, error):
         Toolbox(declarations)
 
 
-def test_a_declaration_names_only_real_arguments():
-    with pytest.raises(ValueError, match="not arguments of the function"):
+@pytest.mark.parametrize(("arguments", "catalog_values", "error"), [
+    (("span_id",), {}, "not arguments of the function"),
+    (("trace_id",), {"trace_id": "trace_ids"}, "must map lm_arguments to Catalog fields"),
+    (("trace_id",), {"service": "services"}, "must map lm_arguments to Catalog fields"),
+])
+def test_a_declaration_names_only_real_arguments_and_catalog_fields(arguments, catalog_values, error):
+    with pytest.raises(ValueError, match=error):
         ToolDeclaration(function=query_traces, items="spans", evidence="direct", render=str, guide="",
-                        lm_arguments=("span_id",))
+                        lm_arguments=arguments, catalog_values=catalog_values)
 
 
 def _imports(path: Path) -> set[str]:
