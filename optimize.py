@@ -366,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
             recorded_payload = json.loads((source / "results.json").read_text(encoding="utf-8"))
         except (OSError, json.JSONDecodeError) as exc:
             parser.error(f"--replay {source}: cannot read its results.json: {exc}")
+        if not (source / "transcript.jsonl").is_file():
+            parser.error(f"--replay {source}: it has no transcript.jsonl to replay")
         for key, value in recorded_payload["meta"]["args"].items():
             setattr(args, key, value)
     names = [n.strip() for n in args.optimizers.split(",") if n.strip()]
@@ -386,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     source = Path(args.replay) if args.replay else out
     base_lm = resolve_lm(args.lm)
     lm = replaying_lm(base_lm, source / "transcript.jsonl") if args.replay else recording_lm(base_lm, out / "transcript.jsonl")
-    embedder = (QuestionEmbedder(replay=source / "embeddings.json") if args.replay and (source / "embeddings.json").exists()
+    embedder = (QuestionEmbedder(replay=source / "embeddings.json") if args.replay
                 else QuestionEmbedder(record=out / "embeddings.json"))
 
     say("loading the devset and recording the gold tool calls through the recorder")

@@ -103,7 +103,13 @@ def test_replay_rescores_a_run_without_the_model_and_notices_a_changed_transcrip
     replayed = json.loads((run_dir / "replay" / "results.json").read_text())
     assert [c["held_out"] for c in replayed["candidates"]] == [c["held_out"] for c in results["candidates"]]
 
-    lines = (run_dir / "transcript.jsonl").read_text().splitlines()
+    transcript = (run_dir / "transcript.jsonl").read_text()
+    (run_dir / "transcript.jsonl").unlink()
+    with pytest.raises(SystemExit):
+        optimize.main(["--replay", str(run_dir)])
+    assert "has no transcript.jsonl" in capsys.readouterr().err
+    (run_dir / "transcript.jsonl").write_text(transcript)
+    lines = transcript.splitlines()
     (run_dir / "transcript.jsonl").write_text("\n".join(lines[:-3]) + "\n")
     assert optimize.main(["--replay", str(run_dir)]) == 1
     assert "replay reproduces every recorded score, verdict and rule: False" in capsys.readouterr().out

@@ -34,7 +34,8 @@ class QuestionEmbedder:
         self.record = Path(record) if record else None
         self.vectors: dict[str, list[float]] = {}
         self.replaying = replay is not None
-        if replay is not None:
+        if replay is not None and Path(replay).exists():
+            # A run that selected no demos by similarity recorded no vectors: any request is then a miss.
             self.vectors = json.loads(Path(replay).read_text(encoding="utf-8"))
         self._llm = None
         self._lock = threading.Lock()
