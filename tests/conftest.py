@@ -51,24 +51,7 @@ def prometheus():
     """A live Prometheus on loopback whose alerts fire as the fixture's do: its URL. Runs wherever a
     prometheus binary is found (.ci/run installs Debian's); skips with the reason elsewhere, and
     fails under CI, where a missing server would hide the real-backend tests."""
-    from tests.support.prometheus_server import (
-        Exporter,
-        PrometheusServer,
-        firing_in_fixture,
-        prometheus_binary,
-    )
+    from tests.support.prometheus_server import running_prometheus
 
-    binary = prometheus_binary()
-    if binary is None:
-        reason = "no prometheus binary on this machine (.ci/run installs Debian's prometheus)"
-        if os.environ.get("CI") == "true":
-            pytest.fail(reason)
-        pytest.skip(reason)
-    exporter = Exporter()
-    server = PrometheusServer(binary, exporter.port)
-    try:
-        server.wait_until_firing(firing_in_fixture())
+    with running_prometheus() as server:
         yield server
-    finally:
-        server.stop()
-        exporter.stop()

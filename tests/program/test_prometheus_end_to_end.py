@@ -10,12 +10,7 @@ from program.entry.api import diagnose
 from program.entry.audit import AuditStore
 from signatures.contracts import DiagnosisResult
 from tests.support.good_lm import good_lm
-from tests.support.prometheus_server import (
-    Exporter,
-    PrometheusServer,
-    firing_in_fixture,
-    prometheus_binary,
-)
+from tests.support.prometheus_server import firing_in_fixture, running_prometheus
 from tools import query_metrics
 
 QUESTION = "只确认 order-service 是否存在 HighMemoryUsage 告警"
@@ -76,13 +71,7 @@ def test_a_tampered_citation_into_a_prometheus_alert_is_rejected(live, cases, st
 
 
 def test_a_server_that_goes_away_mid_run_fails_the_call_and_the_verdict(cases, store, monkeypatch):
-    binary = prometheus_binary()
-    if binary is None:
-        pytest.skip("no prometheus binary on this machine (.ci/run installs Debian's prometheus)")
-    exporter = Exporter()
-    server = PrometheusServer(binary, exporter.port)
-    try:
-        server.wait_until_firing(firing_in_fixture())
+    with running_prometheus() as server:
         monkeypatch.setenv("DIAGNOSIS_PROMETHEUS_URL", server.url)
 
         def plan_then_lose_the_server(user):
@@ -91,9 +80,6 @@ def test_a_server_that_goes_away_mid_run_fails_the_call_and_the_verdict(cases, s
 
         lm = good_lm(cases["high_memory_positive"], planner=plan_then_lose_the_server, executor=cite_the_alert())
         result = diagnose(QUESTION, lm=lm, db=store, compiled=False)
-    finally:
-        server.stop()
-        exporter.stop()
     (invocation,) = store.list_invocations(result.session_id)
     assert not invocation.success and invocation.retrieval_details.evidence_status == "failed"
     assert "could not be reached" in invocation.retrieval_details.message

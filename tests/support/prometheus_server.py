@@ -11,11 +11,14 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
+from tests.support.servers import missing_server
 from tools.world import load_world
 
 RULES = Path(__file__).resolve().parent / "prometheus" / "rules.yml"
@@ -112,3 +115,19 @@ class PrometheusServer:
                 self.process.wait()
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+@contextmanager
+def running_prometheus() -> Iterator[PrometheusServer]:
+    """A Prometheus of its own, with its exporter, whose alerts already fire as the fixture's do."""
+    binary = prometheus_binary()
+    if binary is None:
+        missing_server("no prometheus binary on this machine (.ci/run installs Debian's prometheus)")
+    exporter = Exporter()
+    server = PrometheusServer(binary, exporter.port)
+    try:
+        server.wait_until_firing(firing_in_fixture())
+        yield server
+    finally:
+        server.stop()
+        exporter.stop()
