@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from program.evidence.gatekeeper import check
 from program.evidence.scope import mentions, read_scope
 from signatures.contracts import (
+    Claim,
     DiagnosisResult,
     ExecutorOutput,
     GatekeeperResult,
@@ -48,6 +49,28 @@ def _ref_text(invocations: dict[int, ToolInvocation], inv_id: int | None, raw_pa
     return next((r.text for r in inv.retrieval_details.evidence_refs if r.raw_path == raw_path), None)
 
 
+def narrow_problems(claims: list[Claim]) -> list[str]:
+    """What breaks the narrow-scope bound: one or two claims, observations only."""
+    problems = []
+    if not 1 <= len(claims) <= NARROW_MAX_CLAIMS:
+        problems.append(f"{len(claims)} claims for a narrow question (want 1 to {NARROW_MAX_CLAIMS})")
+    wrong = sorted({c.claim_type for c in claims} - set(NARROW_TYPES))
+    if wrong:
+        problems.append(f"narrow question answered with claim types {', '.join(wrong)}")
+    return problems
+
+
+def citation_recall(expected: list[dict], gate: GatekeeperResult,
+                    invocations: list[ToolInvocation]) -> tuple[float, list[dict]]:
+    """The share of the refs a good answer cites that passing bindings cite, and the refs missed."""
+    by_id = {inv.id: inv for inv in invocations}
+    cited = [(cb.tool_name, _ref_text(by_id, cb.source_invocation_id, cb.raw_path))
+             for cb in gate.checked_bindings if cb.status == "pass"]
+    found = [ref for ref in expected if any(tool == ref["tool_name"] and text and ref["needle"] in text
+                                            for tool, text in cited)]
+    return (len(found) / len(expected) if expected else 1.0), [ref for ref in expected if ref not in found]
+
+
 def score_run(case: dict, result: DiagnosisResult, invocations: list[ToolInvocation]) -> Breakdown:
     out = Breakdown()
     gate: GatekeeperResult = result.gatekeeper_result
@@ -70,16 +93,9 @@ def score_run(case: dict, result: DiagnosisResult, invocations: list[ToolInvocat
     if out.forbidden_hits:
         out.feedback.append(f"forbidden terms in claims or answer: {', '.join(out.forbidden_hits)}")
 
-    scope_ok = True
-    if read_scope(case["question"], active_catalog()).narrow:
-        if not 1 <= len(claims) <= NARROW_MAX_CLAIMS:
-            scope_ok = False
-            out.feedback.append(f"{len(claims)} claims for a narrow question (want 1 to {NARROW_MAX_CLAIMS})")
-        wrong = sorted({c.claim_type for c in claims} - set(NARROW_TYPES))
-        if wrong:
-            scope_ok = False
-            out.feedback.append(f"narrow question answered with claim types {', '.join(wrong)}")
-    out.parts["scope"] = float(scope_ok)
+    problems = narrow_problems(claims) if read_scope(case["question"], active_catalog()).narrow else []
+    out.feedback.extend(problems)
+    out.parts["scope"] = float(not problems)
 
     passed = {cb.claim_id for cb in gate.checked_bindings if cb.status == "pass"}
     failed = {cb.claim_id for cb in gate.checked_bindings if cb.status != "pass"}
@@ -87,19 +103,8 @@ def score_run(case: dict, result: DiagnosisResult, invocations: list[ToolInvocat
         out.parts["forbidden"] = out.parts["scope"] = 0.0
         out.feedback.append("no claim has all its citations passed, so scope and forbidden-term checks earn nothing")
 
-    by_id = {inv.id: inv for inv in invocations}
-    cited = [
-        (cb.tool_name, _ref_text(by_id, cb.source_invocation_id, cb.raw_path))
-        for cb in gate.checked_bindings
-        if cb.status == "pass"
-    ]
-    expected = case["expected_refs"] or []
-    found = [ref for ref in expected if any(tool == ref["tool_name"] and text and ref["needle"] in text
-                                            for tool, text in cited)]
-    out.parts["recall"] = len(found) / len(expected) if expected else 1.0
-    for ref in expected:
-        if ref not in found:
-            out.feedback.append(f"no passing citation of the {ref['tool_name']} ref containing {ref['needle']!r}")
+    out.parts["recall"], missed = citation_recall(case["expected_refs"] or [], gate, invocations)
+    out.feedback.extend(f"no passing citation of the {r['tool_name']} ref containing {r['needle']!r}" for r in missed)
 
     verified_text = " ".join(c.claim.claim_text for c in result.claims if c.verification_status == "verified")
     facts = case["required_facts"] or []

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import dspy
 
 from devset.gold import gold_executor_output, gold_tool_calls
+from devset.metric import citation_recall, narrow_problems
 from program.entry.audit import AuditStore
 from program.evidence.hook import VerifierInputHook
 from program.evidence.relevance import Target, question_target
@@ -37,8 +38,6 @@ from tools.catalog import Catalog
 from tools.recorder import ToolInvocationRecorder, render_observations
 
 WEIGHTS = {"gatekeeper": 0.25, "verifiable": 0.25, "forbidden": 0.15, "scope": 0.10, "recall": 0.15, "facts": 0.10}
-NARROW_MAX_CLAIMS = 2
-NARROW_TYPES = ("observation", "negative_observation")
 
 
 @dataclass
@@ -149,28 +148,16 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
     if hits:
         feedback.append(f"forbidden terms in claims: {', '.join(hits)}")
 
-    scope_ok = True
-    if recorded.scope.narrow:
-        if not 1 <= len(claims) <= NARROW_MAX_CLAIMS:
-            scope_ok = False
-            feedback.append(f"{len(claims)} claims for a narrow question (want 1 to {NARROW_MAX_CLAIMS})")
-        wrong = sorted({c.claim_type for c in claims} - set(NARROW_TYPES))
-        if wrong:
-            scope_ok = False
-            feedback.append(f"narrow question answered with claim types {', '.join(wrong)}")
-    parts["scope"] = float(scope_ok)
+    problems = narrow_problems(claims) if recorded.scope.narrow else []
+    feedback.extend(problems)
+    parts["scope"] = float(not problems)
     if not verifiable:
         # A claim code would block proves nothing, so staying in scope earns nothing either.
         parts["forbidden"] = parts["scope"] = 0.0
 
-    passing = [(cb.tool_name, _ref_text(recorded, cb.source_invocation_id, cb.raw_path))
-               for cb in gate.checked_bindings if cb.status == "pass"]
-    wanted = case["expected_refs"]
-    found = [r for r in wanted if any(tool == r["tool_name"] and r["needle"] in text for tool, text in passing)]
-    parts["recall"] = len(found) / len(wanted) if wanted else 1.0
-    for r in wanted:
-        if r not in found:
-            feedback.append(f"did not cite the {r['tool_name']} ref containing {r['needle']!r}")
+    parts["recall"], missed = citation_recall(case["expected_refs"], gate, recorded.invocations)
+    # This wording reaches GEPA's reflection prompt: the recorded run's transcript holds it.
+    feedback.extend(f"did not cite the {r['tool_name']} ref containing {r['needle']!r}" for r in missed)
 
     said = " ".join([c.claim_text for c in verifiable]
                     + [b.evidence_excerpt for c in verifiable for b in c.evidence_bindings]).casefold()
@@ -184,15 +171,6 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
     return Score(score=score, parts=parts, verdict=verdict, gatekeeper=f"{gate.status}/{gate.severity}",
                  failed_rules=list(gate.failed_rules), blocked_rules=sorted({f.rule for fs in blockers.values() for f in fs}),
                  forbidden_hits=hits, feedback=feedback)
-
-
-def _ref_text(recorded: Recorded, invocation_id: int | None, raw_path: str | None) -> str:
-    inv = next((i for i in recorded.invocations if i.id == invocation_id), None)
-    if inv is None:
-        return ""
-    if raw_path is None:
-        return inv.retrieval_details.message
-    return next((r.text for r in inv.retrieval_details.evidence_refs if r.raw_path == raw_path), "")
 
 
 def output_of(prediction) -> tuple[ExecutorOutput, ParseStatus]:
