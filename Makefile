@@ -3,16 +3,15 @@ VENV := .venv
 PY := $(VENV)/bin/python
 QUESTION ?= 只确认 order-service 是否存在 HighMemoryUsage 告警
 
-# llama-cpp-python builds from source; skipping its tools, tests and examples saves minutes.
-export CMAKE_ARGS ?= -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF
-export CMAKE_BUILD_PARALLEL_LEVEL ?= 2
-
 .PHONY: install run test bench optimize
 
-$(VENV)/.installed: pyproject.toml
+# llama-cpp-python comes from a wheel built for this machine without llama.cpp's AMX kernels, which
+# crash on CPUs that have AMX; scripts/llama-wheel.sh says why and keys the build by its flags.
+$(VENV)/.installed: pyproject.toml scripts/llama-wheel.sh
 	python3 -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -m pip install --quiet --quiet --upgrade pip
+	wheel=$$(scripts/llama-wheel.sh $(PY)) && $(PY) -m pip install --quiet --quiet --force-reinstall --no-deps "$$wheel"
+	$(PY) -m pip install --quiet --quiet -e '.[dev]'
 	touch $@
 
 install: $(VENV)/.installed

@@ -26,6 +26,8 @@ EvidenceStatus = Literal["supported", "no_evidence", "failed"]
 ClaimType = Literal["observation", "negative_observation", "root_cause", "risk"]
 Severity = Literal["none", "low_confid", "reject"]
 Verdict = Literal["PASS", "LOW_CONFID", "REJECT"]
+# The language code writes its answer sentences in (program/evidence/language.py).
+Language = Literal["zh", "en"]
 EvidenceLevel = Literal["direct", "indirect", "none"]
 
 SEVERITY_RANK: dict[str, int] = {"none": 0, "low_confid": 1, "reject": 2}
@@ -319,6 +321,8 @@ class DiagnosisSession(Contract):
     verdict: Verdict | None = None
     answer: str = ""
     lm_model: str = ""
+    # Records written before answers followed the question's language were all Chinese.
+    language: Language = "zh"
     planner_output: PlannerOutput | None = None
     # The tool calls the executor asked for, round by round (what ran is in tool_invocations).
     # The calls each round asked for, as {tool_name, arguments...}: any declared tool, run or not.
@@ -344,6 +348,7 @@ class DiagnosisResult(Contract):
     session_id: str
     verdict: Verdict
     answer: str
+    language: Language = "zh"
     claims: list[VerifiedClaim] = Field(default_factory=list)
     # None only when the run failed before the gatekeeper ran.
     gatekeeper_result: GatekeeperResult | None = None

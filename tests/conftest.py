@@ -8,6 +8,8 @@ from program.entry.audit import AuditStore
 from tools.recorder import ToolInvocationRecorder
 from tools.sources.active import SETTINGS
 
+pytest_plugins = ["pytester", "tests.support.isolation"]
+
 
 @pytest.fixture
 def store():

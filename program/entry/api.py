@@ -5,6 +5,7 @@ from __future__ import annotations
 import dspy
 
 from program.entry.audit import AuditStore
+from program.evidence.language import answer_language
 from program.lm.adapter import adapter_for
 from program.lm.compiled import load_program
 from program.lm.engine import resolve_lm
@@ -13,16 +14,19 @@ from signatures.contracts import DiagnosisResult
 
 
 def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | AuditStore | None = None, *,
-             program: Diagnosis | None = None, compiled: bool = True, progress=None) -> DiagnosisResult:
+             program: Diagnosis | None = None, compiled: bool = True, progress=None,
+             language: str | None = None) -> DiagnosisResult:
     """Diagnose one question and store the audit record.
 
     lm: a model string (any DSPy/litellm model, or "embedded"), an LM object, or None for
     DIAGNOSIS_LM / the embedded default. db: an SQLAlchemy URL or an AuditStore; None uses
     DIAGNOSIS_DB or the default SQLite file. program: a Diagnosis to run; otherwise the newest
-    compiled program is loaded (see optimize.py) unless compiled=False.
+    compiled program is loaded (see optimize.py) unless compiled=False. language: zh, en or auto
+    for the sentences code writes; None: DIAGNOSIS_LANGUAGE, else the question's own language.
     """
     if not isinstance(question, str) or not question.strip():
         raise ValueError("question must be a non-empty string")
+    language = answer_language(question, language)
     store = db if isinstance(db, AuditStore) else AuditStore(db)
     if program is None and compiled:
         program = load_program(store)
@@ -31,4 +35,4 @@ def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | Audit
     program.progress = progress
     model = resolve_lm(lm)
     with dspy.context(lm=model, adapter=adapter_for(model)):
-        return program(question=question.strip()).result
+        return program(question=question.strip(), language=language).result

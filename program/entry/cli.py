@@ -1,6 +1,7 @@
 """Command line: `python -m program ask "<question>"`, `audit <session_id>`, `sessions`.
 
-Exit codes: 0 done, 1 the LM was unreachable or the session is unknown, 2 bad usage.
+Exit codes: 0 done, 1 the LM cannot be used (unreachable, not configured, an engine this machine
+cannot run) or the session is unknown, 2 bad usage.
 """
 
 from __future__ import annotations
@@ -8,8 +9,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 
 from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from program.entry.audit import AuditStore, AuditStoreError
@@ -22,6 +25,56 @@ STAGE_LABELS = {
     "verifier": "verifying claims",
     "composer": "composing the answer",
 }
+
+
+# Rules that mean the LM itself cannot be used: the run did not look at evidence, and the exit is 1.
+UNUSABLE_LM = ("lm.unreachable", "lm.not_configured", "lm.engine_unsupported", "lm.model_integrity")
+
+
+class StageProgress:
+    """What the diagnosis is doing and for how long: on a terminal a live line per stage with its
+    running time, elsewhere one plain line per finished stage. Stage names come from the pipeline;
+    a stage entered again right after itself (the verifier, once per claim) is one line."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self.live = console.is_terminal
+        self.progress = Progress(SpinnerColumn(finished_text="[green]✓[/]"), TextColumn("{task.description}"),
+                                 TimeElapsedColumn(), console=console)
+        self.stage = None
+        self.task = None
+        self.started = self.begun = 0.0
+
+    def __enter__(self):
+        self.begun = time.perf_counter()
+        if self.live:
+            self.progress.start()
+        return self
+
+    def __call__(self, stage: str) -> None:
+        if stage == self.stage:
+            return
+        self._finish()
+        self.stage, self.started = stage, time.perf_counter()
+        label = STAGE_LABELS.get(stage, stage)
+        if self.live:
+            self.task = self.progress.add_task(label, total=1)
+
+    def _finish(self) -> None:
+        if self.stage is None:
+            return
+        if self.live:
+            self.progress.update(self.task, completed=1)
+        else:
+            self.console.print(f"{STAGE_LABELS.get(self.stage, self.stage)}: {time.perf_counter() - self.started:.1f} s")
+        self.stage = None
+
+    def __exit__(self, exc_type, *exc) -> None:
+        self._finish()
+        if self.live:
+            self.progress.stop()
+        if exc_type is None:
+            self.console.print(f"diagnosis took {time.perf_counter() - self.begun:.1f} s")
 
 
 def _positive(text: str) -> int:
@@ -131,6 +184,8 @@ def main(argv: list[str] | None = None) -> int:
     ask.add_argument("--lm", help="model string (default: DIAGNOSIS_LM or the embedded model)")
     ask.add_argument("--json", action="store_true", help="print the DiagnosisResult as JSON")
     ask.add_argument("--no-compiled", action="store_true", help="do not load the newest compiled program")
+    ask.add_argument("--language", choices=("zh", "en", "auto"),
+                     help="language of the answer (default: DIAGNOSIS_LANGUAGE, else the question's)")
     audit = sub.add_parser("audit", help="show what was cited, what the gatekeeper found and why")
     audit.add_argument("session_id")
     audit.add_argument("--json", action="store_true", help="print the stored audit record as JSON")
@@ -154,25 +209,23 @@ def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
     if args.command == "ask":
         from program.entry.api import diagnose
 
-        with errors.status("starting") as status:
-            def progress(stage: str) -> None:
-                status.update(STAGE_LABELS.get(stage, stage))
-                errors.log(STAGE_LABELS.get(stage, stage))
-
-            try:
+        try:
+            with StageProgress(errors) as progress:
                 result = diagnose(args.question, lm=args.lm, db=store, compiled=not args.no_compiled,
-                                  progress=progress)
-            except ValueError as exc:
-                errors.print(f"error: {exc}")
-                return 2
+                                  progress=progress, language=args.language)
+        except ValueError as exc:
+            errors.print(f"error: {exc}")
+            return 2
         if args.json:
             print(result.model_dump_json(indent=2))
         else:
             print_result(console, result)
-        lm_problem = next((e for e in result.errors if e.rule in ("lm.unreachable", "lm.not_configured")), None)
+        lm_problem = next((e for e in result.errors if e.rule in UNUSABLE_LM), None)
         if lm_problem:
-            errors.print(f"error: the language model cannot be used: {lm_problem.message}. The run was recorded "
-                         f"as failed ({result.session_id}). Check DIAGNOSIS_LM / --lm, the provider's key and address.")
+            hint = ("" if lm_problem.rule in ("lm.engine_unsupported", "lm.model_integrity")
+                    else " Check DIAGNOSIS_LM / --lm, the provider's key and address.")
+            errors.print(f"error: the language model cannot be used ({lm_problem.rule}): {lm_problem.message}. "
+                         f"The run was recorded as failed ({result.session_id}).{hint}")
             return 1
         return 0
 

@@ -11,10 +11,11 @@ from __future__ import annotations
 import re
 
 from program.evidence.injection import addresses_the_model
+from program.evidence.language import say, verdict_text
 from program.evidence.matching import canonical
 from program.evidence.scope import mentions
 from program.evidence.verdict import IDENTIFIER, NUMBER, negated
-from signatures.contracts import Claim, MissingInfo, Verdict
+from signatures.contracts import Claim, Language, MissingInfo, Verdict
 
 RAW_JSON = re.compile(r"[{\[]\s*\"[^\"]+\"\s*:|\"(?:claim_id|evidence_bindings|source_invocation_id|raw_path)\"")
 # Any locator of any tool's output: an answer is for a person, who has no use for one.
@@ -26,11 +27,6 @@ SENTENCE = re.compile(r"[^。！？!?;；\n]+(?:[。！？!?;；\n]|$)")
 # Hedges about what is NOT confirmed are how an honest answer talks about hypotheses.
 HEDGE = re.compile(r"未确认|尚未确认|无法确认|不能确认|不确定|未经证实|not (?:yet )?confirmed|cannot confirm|unconfirmed",
                    re.IGNORECASE)
-VERDICT_TEXT = {
-    "PASS": "证据核实通过",
-    "LOW_CONFID": "证据不足，以下结论置信度低",
-    "REJECT": "证据引用未通过核对，结论被拒绝",
-}
 
 
 def fact_line(claim: Claim) -> str:
@@ -109,35 +105,35 @@ def scan_answer(
 
 def deterministic_answer(verdict: Verdict, verified: list[Claim], missing: list[MissingInfo],
                          failed_rules: list[str], excluded_terms: tuple[str, ...] = (),
-                         no_hits: dict[str, list[str]] | None = None) -> str:
+                         no_hits: dict[str, list[str]] | None = None, language: Language = "zh") -> str:
     """The answer code can always give. A verified negative observation is stated as the searches
     that found nothing (`no_hits`: claim id -> the calls that were made), never in the LM's words,
     nor with the tool's own no-hit message, which lists the catalog (and so may name what the user
-    excluded): a no-hit supports only "nothing matched"."""
+    excluded): a no-hit supports only "nothing matched". Written in `language`."""
     no_hits = no_hits or {}
-    lines = [f"结论：{VERDICT_TEXT[verdict]}。"]
+    lines = [verdict_text(language, verdict)]
     in_scope = [c for c in verified if not mentions(fact_line(c), excluded_terms)]
     if len(in_scope) < len(verified):
-        lines.append("（涉及用户排除主题的已核实内容未列出。）")
+        lines.append(say(language, "excluded_note"))
     verified = in_scope
     missing = [m for m in missing if not mentions(m.description, excluded_terms)]
     positives = [c for c in verified if c.claim_type != "negative_observation"]
     negatives = [c for c in verified if c.claim_type == "negative_observation"]
     if positives:
-        lines.append("已核实：")
+        lines.append(say(language, "verified"))
         for claim in positives:
-            excerpts = "；".join(b.evidence_excerpt for b in claim.evidence_bindings[:3])
-            lines.append(f"- {claim.claim_text}（依据：{excerpts}）")
+            excerpts = say(language, "excerpt_join").join(b.evidence_excerpt for b in claim.evidence_bindings[:3])
+            lines.append(say(language, "verified_line", claim=claim.claim_text, excerpts=excerpts))
     for claim in negatives:
         searches = no_hits.get(claim.claim_id) or [claim.claim_text]
-        lines.extend(f"- 未检索到真实证据（nothing matched）：{search}" for search in searches
+        lines.extend(say(language, "no_hit_line", search=search) for search in searches
                      if not mentions(search, excluded_terms))
     if not verified:
         # The question itself is not repeated: it may name topics the user excluded.
-        lines.append("未检索到可以核实的真实证据，无法确认所问的情况。")
+        lines.append(say(language, "nothing"))
         if failed_rules:
-            lines.append(f"原因：证据引用核对未通过（{', '.join(failed_rules)}）。")
+            lines.append(say(language, "reason", rules=", ".join(failed_rules)))
     if missing:
-        lines.append("仍缺少：")
+        lines.append(say(language, "missing"))
         lines.extend(f"- {m.description}" for m in missing)
     return "\n".join(lines)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import re
 import threading
 from pathlib import Path
@@ -17,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from program.lm.models import EMBEDDED_MODELS, assemble
+from program.lm.native import ensure_runs
 
 QUESTION = re.compile(r"(?:^|\| )question: (.*?)(?= \| \w+: |$)", re.DOTALL)
 
@@ -48,7 +50,9 @@ class QuestionEmbedder:
         if self._llm is None:
             import llama_cpp
 
-            self._llm = llama_cpp.Llama(model_path=str(assemble(self.model)), embedding=True, n_ctx=512,
+            path = str(assemble(self.model))
+            ensure_runs(path, max(1, os.cpu_count() or 1))
+            self._llm = llama_cpp.Llama(model_path=path, embedding=True, n_ctx=512,
                                         pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN, verbose=False)
         return self._llm.embed(texts, normalize=True, truncate=True)
 

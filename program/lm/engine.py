@@ -21,7 +21,8 @@ import dspy
 from dspy.clients.engines.base import validate_request
 from dspy.lm15 import Message, Response, TextPart, Usage
 
-from program.lm.models import EMBEDDED_MODELS, EmbeddedModel, assemble
+from program.lm.models import EMBEDDED_MODELS, EmbeddedModel, ModelIntegrityError, assemble
+from program.lm.native import EngineUnsupported, ensure_runs
 
 EMBEDDED = "embedded"
 DEFAULT_MAX_TOKENS = 700
@@ -82,11 +83,17 @@ class LlamaEngine:
         self._lock = threading.Lock()
         self._llm = None
 
+    def check(self) -> str:
+        """The model file, once llama.cpp has been seen to run it in a child process (EngineUnsupported if not)."""
+        path = self.model_path or str(assemble(self.model))
+        ensure_runs(path, self.n_threads)
+        return path
+
     def _load(self):
         if self._llm is None:
             from program.lm.grammar_sampling import GreedyGrammarLlama, StageStateCache
 
-            path = self.model_path or str(assemble(self.model))
+            path = self.check()
             self._llm = GreedyGrammarLlama(model_path=path, n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
             # Each stage's prompt starts with the same instructions and demos: keeping the model state
             # after each call lets the next call of that stage skip its shared prefix.
@@ -182,10 +189,20 @@ def resolve_lm(spec: str | dspy.BaseLM | None = None) -> dspy.BaseLM:
 
 
 def preflight(lm) -> tuple[str, str] | None:
-    """(rule, message) when a provider LM cannot work, found before planning: an unknown provider,
-    a missing key, or an endpoint that refuses connections. None when it looks usable. LMs with
-    an in-process engine (embedded, scripted, replayed) need no check."""
-    if not isinstance(getattr(lm, "engine", None), str):
+    """(rule, message) when an LM cannot work, found before planning: an embedded model whose file
+    fails its integrity check or that llama.cpp cannot run on this machine; a provider LM with an
+    unknown provider, a missing key, or an endpoint that refuses connections. None when it looks
+    usable. Other in-process engines (scripted, replayed) need no check."""
+    engine = getattr(lm, "engine", None)
+    if isinstance(engine, LlamaEngine):
+        try:
+            engine.check()
+        except ModelIntegrityError as exc:
+            return "lm.model_integrity", str(exc)
+        except EngineUnsupported as exc:
+            return exc.rule, str(exc)
+        return None
+    if not isinstance(engine, str):
         return None
     import litellm
 

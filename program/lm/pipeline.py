@@ -21,6 +21,7 @@ from dspy.utils.callback import BaseCallback
 from program.entry.audit import AuditStore, this_process
 from program.evidence.answer import deterministic_answer, fact_line, scan_answer
 from program.evidence.hook import VerifierInputHook
+from program.evidence.language import question_language, say
 from program.evidence.parsing import salvage_executor_output
 from program.evidence.relevance import question_target
 from program.evidence.scope import read_scope
@@ -34,6 +35,7 @@ from program.lm.adapter import (
     tool_call_patch,
 )
 from program.lm.engine import is_embedded, preflight
+from program.lm.native import EngineUnsupported
 from signatures.contracts import (
     Claim,
     ClaimJudgement,
@@ -43,6 +45,7 @@ from signatures.contracts import (
     ExecutorAttempt,
     ExecutorOutput,
     Finding,
+    Language,
     ParseStatus,
     PlannerOutput,
     RetryContext,
@@ -92,6 +95,8 @@ def _is_connection_error(exc: BaseException) -> bool:
 def _stage_error(stage: str, exc: BaseException) -> Finding:
     if isinstance(exc, dspy.AdapterParseError):
         return Finding(rule=f"lm.{stage}.unparseable", message=f"{stage} output did not parse: {str(exc)[:300]}")
+    if isinstance(exc, EngineUnsupported):
+        return Finding(rule=exc.rule, message=str(exc))
     rule = "lm.unreachable" if _is_connection_error(exc) else f"lm.{stage}.error"
     return Finding(rule=rule, message=f"{stage} LM call failed: {type(exc).__name__}: {str(exc)[:300]}")
 
@@ -161,10 +166,12 @@ class Diagnosis(dspy.Module):
             entry.seconds = round(entry.seconds + time.perf_counter() - started, 3)
             _current_stage.reset(token)
 
-    def forward(self, question: str, session_id: str | None = None) -> dspy.Prediction:
+    def forward(self, question: str, session_id: str | None = None, language: str | None = None) -> dspy.Prediction:
+        """language: zh or en for the sentences code writes; None: the question's own."""
         callbacks = [*dspy.settings.callbacks, CALL_COUNTER] if CALL_COUNTER not in dspy.settings.callbacks else None
         run = _Run(question=question, session_id=session_id or f"diag-{uuid.uuid4().hex[:12]}",
-                   lm_model=getattr(dspy.settings.lm, "model", "") or "", store=self.store, toolbox=self.toolbox)
+                   lm_model=getattr(dspy.settings.lm, "model", "") or "", store=self.store, toolbox=self.toolbox,
+                   language=language or question_language(question))
         with dspy.context(callbacks=callbacks) if callbacks else nullcontext():
             problem = preflight(dspy.settings.lm)
             if problem:
@@ -341,7 +348,7 @@ class Diagnosis(dspy.Module):
         no_hits = {cid: [ref.searched for ref in refs if ref.no_hit] for cid, refs in run.cited.items()}
         fallback = deterministic_answer(verdict, verified, output.missing_info,
                                         verifier_input.gatekeeper_result.failed_rules, run.scope.excluded_terms,
-                                        no_hits)
+                                        no_hits, language=run.language)
         if verdict != "PASS" or all(c.claim_type == "negative_observation" for c in verified):
             # Nothing positive to phrase: the deterministic answer says exactly what was and was not found.
             return ComposerOutput(status="deterministic", user_facing_answer=fallback,
@@ -376,13 +383,14 @@ class _Run:
     lm_model: str
     store: AuditStore
     toolbox: Toolbox
+    language: Language
     usage: dict[str, StageUsage] = field(default_factory=dict)
     errors: list[Finding] = field(default_factory=list)
     cited: dict[str, list[CitedRef]] = field(default_factory=dict)
 
     def __post_init__(self):
         self.record = DiagnosisSession(session_id=self.session_id, query=self.question, process=this_process(),
-                                       created_at=datetime.now(UTC), lm_model=self.lm_model)
+                                       created_at=datetime.now(UTC), lm_model=self.lm_model, language=self.language)
         self.recorder = ToolInvocationRecorder(self.store, self.session_id, self.toolbox)
         # One reading of the active sources' names and of the question's scope per run, used by
         # every stage and check.
@@ -424,6 +432,7 @@ class _Run:
         self._close("completed", evaluation.verdict, composer, evaluation)
         return self._prediction(DiagnosisResult(
             session_id=self.session_id, verdict=evaluation.verdict, answer=composer.user_facing_answer,
+            language=self.language,
             claims=claim_results, gatekeeper_result=evaluation.gatekeeper_result, composer_status=composer.status,
             usage=self.usage, errors=self.errors))
 
@@ -440,11 +449,12 @@ class _Run:
         gate = attempts[-1].gatekeeper_result if attempts else None
         if finding.rule.startswith("lm."):
             # Not a finding about the evidence: nothing was looked at, and the answer says so.
-            answer = f"诊断未运行，没有检查任何证据（the diagnosis did not run）：{finding.message}"
+            answer = say(self.language, "not_run", message=finding.message)
         else:
-            answer = deterministic_answer("LOW_CONFID", [], [], [finding.rule])
+            answer = deterministic_answer("LOW_CONFID", [], [], [finding.rule], language=self.language)
         composer = ComposerOutput(status="fallback", user_facing_answer=answer, reasons=[finding.message])
         self._close("failed", "LOW_CONFID", composer)
         return self._prediction(DiagnosisResult(
-            session_id=self.session_id, verdict="LOW_CONFID", answer=answer, gatekeeper_result=gate,
+            session_id=self.session_id, verdict="LOW_CONFID", answer=answer, language=self.language,
+            gatekeeper_result=gate,
             composer_status=composer.status, usage=self.usage, errors=self.errors))

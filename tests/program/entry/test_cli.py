@@ -128,3 +128,34 @@ def test_no_compiled_really_skips_the_compiled_program(db_url, scripted, monkeyp
 
     monkeypatch.setattr("program.entry.api.load_program", must_not_load)
     assert cli.main(["--db", db_url, "ask", "只确认 order-service 是否存在 HighMemoryUsage 告警", "--no-compiled"]) == 0
+
+
+def test_the_installed_command_runs():
+    """pyproject's script entry point names a real function: a module move cannot break it silently."""
+    from pathlib import Path
+
+    script = Path(sys.executable).parent / "grounded-diagnosis"
+    assert script.exists(), f"{script} is not installed: run make install"
+    shown = subprocess.run([str(script), "--help"], capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "ask" in shown.stdout and "audit" in shown.stdout
+
+
+def test_progress_shows_each_stage_once_with_its_time_and_no_source_locations():
+    import io
+    import re
+
+    from rich.console import Console
+
+    for terminal in (False, True):
+        out = io.StringIO()
+        with cli.StageProgress(Console(file=out, force_terminal=terminal, width=100)) as progress:
+            for stage in ("planner", "executor", "verifier", "verifier", "verifier"):
+                progress(stage)
+        text = out.getvalue()
+        for label in ("planning", "citing evidence", "verifying claims"):
+            assert label in text
+        assert "diagnosis took" in text and ".py:" not in text
+        if not terminal:
+            assert text.count("verifying claims") == 1
+            assert re.search(r"^citing evidence: \d+\.\d s$", text, re.MULTILINE)

@@ -307,7 +307,7 @@ def test_a_negative_observation_is_answered_with_what_was_searched_not_the_lms_w
     result = run(case, store, executor=embellish)
     assert result.verdict == "PASS"
     assert "一切正常" not in result.answer
-    assert "nothing matched）：query_logs(query='HikariCP', service='inventory-service')" in result.answer
+    assert "未检索到真实证据：query_logs(query='HikariCP', service='inventory-service')" in result.answer
 
 
 def test_a_no_hit_answer_never_names_what_the_user_excluded(cases, store):
