@@ -31,12 +31,19 @@ class Catalog:
         return self.services + self.alert_names + self.alert_states
 
     def topic_groups(self) -> list[tuple[str, ...]]:
-        """Every concept the catalog can name: the synonym groups, and each alert name on its own
-        unless a synonym group already holds it."""
-        groups = list(self.synonyms.values())
-        grouped = {term for group in groups for term in group}
-        groups += [(name.casefold(),) for name in self.alert_names if name.casefold() not in grouped]
-        return groups
+        """Every concept the catalog can name: the synonym groups, each with the alert names that
+        spell one of its terms (PodOOMKilled joins oom, oomkilled, outofmemoryerror), and every
+        other alert name on its own."""
+        groups = [list(group) for group in self.synonyms.values()]
+        for name in self.alert_names:
+            folded = name.casefold()
+            homes = [g for g in groups if folded in g or any(len(term) >= 3 and term in folded for term in g)]
+            for group in homes:
+                if folded not in group:
+                    group.append(folded)
+            if not homes:
+                groups.append([folded])
+        return [tuple(group) for group in groups]
 
 
 def active_catalog() -> Catalog:

@@ -41,6 +41,10 @@ class ToolDeclaration:
     # What answers the calls instead of `function` (a planted output in a benchmark, a failing
     # backend in a test); the tool's name and arguments stay those of `function`.
     stand_in: Callable[..., dict] | None = None
+    # The argument that takes the question's own words when code looks again, before an
+    # all-clear, for what a search may have missed (the function then takes `min_share`); None:
+    # a no-hit of this tool is not looked at again.
+    second_look: str | None = None
 
     def __post_init__(self):
         if not LOCATOR.match(f"$.{self.items}[0]"):
@@ -48,6 +52,8 @@ class ToolDeclaration:
         missing = [a for a in self.lm_arguments if a not in self.tool.args]
         if missing:
             raise ValueError(f"{self.name}: lm_arguments {missing} are not arguments of the function")
+        if self.second_look is not None and not {self.second_look, "min_share"} <= self.tool_arguments:
+            raise ValueError(f"{self.name}: second_look needs {self.second_look!r} and min_share among the arguments")
         names = {f.name for f in fields(Catalog)}
         wrong = {a: f for a, f in self.catalog_values.items() if a not in self.lm_arguments or f not in names}
         if wrong:
@@ -57,6 +63,13 @@ class ToolDeclaration:
     @cached_property
     def tool(self) -> dspy.Tool:
         return dspy.Tool(self.function, arg_desc=dict(self.arg_desc))
+
+    @property
+    def tool_arguments(self) -> set[str]:
+        """Every argument of the function, the LM's and code's alike."""
+        import inspect
+
+        return set(inspect.signature(self.function).parameters)
 
     @property
     def name(self) -> str:

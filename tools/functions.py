@@ -10,8 +10,6 @@ never a no-hit.
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -20,19 +18,11 @@ from tools.sources.active import active_sources
 from tools.sources.errors import SourceError
 from tools.sources.logs import LOG_LEVELS, normal_level
 from tools.sources.runbooks import tokenize
+from tools.search import line_matches, read_line, read_query
 
 MAX_LOG_LIMIT = 200
 MAX_ALERTS = 50
 MAX_TOP_K = 10
-# Words that describe the search rather than its target ("find the logs of ...").
-QUERY_STOPWORDS = frozenset(
-    "log logs logging alert alerts the a an of for in on and or is are any check find search show "
-    "日志 告警 查询 检索 是否 存在 有没有 相关 记录".split()
-)
-
-
-def _fold(text: str) -> str:
-    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
 
 
 def _failure(kind: str, error: str, searched: dict[str, Any], source: str = "") -> dict[str, Any]:
@@ -83,10 +73,10 @@ def query_metrics(service: str | None = None, alert_name: str | None = None, sta
             message = f"{len(matched)} alert(s) found" + (f", the first {len(alerts)} returned"
                                                           if len(alerts) < len(matched) else "")
         else:
+            # A no-hit is evidence of one search: it names what was searched, never the catalog.
             message = (
                 f"未找到匹配的告警 (no alerts matched service={service!r}, alert_name={alert_name!r}, state={state!r})"
-                f"{_unknown_service_note(metrics.services(), service)}; known alert names: "
-                f"{', '.join(metrics.alert_names())}"
+                f"{_unknown_service_note(metrics.services(), service)}"
             )
     except SourceError as exc:
         return _failure("alerts", str(exc), searched, metrics.label)
@@ -94,24 +84,11 @@ def query_metrics(service: str | None = None, alert_name: str | None = None, sta
             "source": metrics.label}
 
 
-def _query_terms(synonyms: Mapping[str, tuple[str, ...]], services: Iterable[str],
-                 query: str) -> tuple[list[tuple[str, ...]], list[str]]:
-    """Split a query into required term groups (synonyms, service names) and free words."""
-    remaining = _fold(query)
-    groups: list[tuple[str, ...]] = []
-    named = [(term, terms) for terms in synonyms.values() for term in terms]
-    named += [(name.casefold(), (name.casefold(),)) for name in services]
-    for term, terms in sorted(named, key=lambda pair: -len(pair[0])):
-        if term in remaining:
-            if terms not in groups:
-                groups.append(terms)
-            remaining = remaining.replace(term, " ")
-    words = [w for w in re.split(r"[\s,;，；、。]+", remaining) if len(w) >= 2 and w not in QUERY_STOPWORDS]
-    return groups, words
-
-
-def query_logs(query: str, service: str | None = None, level: str | None = None, limit: int = 20) -> dict:
-    """Log lines matching every concept the query names (synonyms count as the same concept)."""
+def query_logs(query: str, service: str | None = None, level: str | None = None, limit: int = 20, *,
+               min_share: float = 1.0) -> dict:
+    """Log lines matching every concept the query names (synonyms count as the same concept, and
+    words match by form: tools/search.py). min_share, which only code sets, asks for a share of
+    the concepts instead: the second look before an all-clear."""
     searched = {"query": query, "service": service, "level": level, "limit": limit}
     try:
         sources = active_sources()
@@ -136,8 +113,8 @@ def query_logs(query: str, service: str | None = None, level: str | None = None,
         found = source.records()
     except SourceError as exc:
         return _failure("logs", str(exc), searched, source.label)
-    groups, words = _query_terms(sources.synonyms, found.services, query)
-    if not groups and not words and service is None and wanted_level is None:
+    wanted = read_query(query, sources.synonyms, found.services)
+    if not wanted.concepts and service is None and wanted_level is None:
         return _failure("logs", f"query {query!r} names nothing to search for; give a keyword, a service or a level",
                         searched, source.label)
 
@@ -147,13 +124,10 @@ def query_logs(query: str, service: str | None = None, level: str | None = None,
             continue
         if wanted_level is not None and record["level"] != wanted_level:
             continue
-        text = _fold(f"{record['level']} {record['service']} {record['message']}")
-        if not all(any(term in text for term in group) for group in groups):
-            continue
-        word_hits = sum(w in text for w in words)
-        if not groups and words and word_hits < len(words):
-            continue
-        scored.append((-word_hits, record["timestamp"], record))
+        matches, word_hits = line_matches(read_line(f"{record['level']} {record['service']} {record['message']}"),
+                                          wanted, min_share)
+        if matches:
+            scored.append((-word_hits, record["timestamp"], record))
     scored.sort(key=lambda item: (item[0], item[1]))
     kept = sorted((item[2] for item in scored[:limit]), key=lambda r: r["timestamp"])
     if kept:
@@ -256,6 +230,7 @@ QUERY_LOGS = ToolDeclaration(
           "slow requests, GC, OOM\nor HikariCP connection pool exhaustion.",
     lm_arguments=("query", "service", "level"),
     catalog_values={"service": "services", "level": "log_levels"},
+    second_look="query",
     arg_desc={"query": "a short keyword query", "service": "exact service name", "level": "log level",
               "limit": "most lines returned"},
 )

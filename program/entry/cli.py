@@ -19,6 +19,7 @@ from program.entry.audit import AuditStore, AuditStoreError
 from signatures.contracts import DiagnosisResult, DiagnosisSession
 
 STAGE_LABELS = {
+    "preflight": "checking the language model",
     "planner": "planning",
     "executor_tools": "gathering evidence",
     "executor": "citing evidence",

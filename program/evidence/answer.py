@@ -22,6 +22,7 @@ RAW_JSON = re.compile(r"[{\[]\s*\"[^\"]+\"\s*:|\"(?:claim_id|evidence_bindings|s
 RAW_PATH = re.compile(r"\$\.[A-Za-z_]+\[\d+\]")
 NO_EVIDENCE_PHRASES = ("未检索到", "未找到", "没有找到", "无真实证据", "no real evidence", "no evidence", "not found")
 DUMP_CHARS = 100
+MAX_POSSIBLE_MATCHES = 5
 MAX_ANSWER_CHARS = 800
 SENTENCE = re.compile(r"[^。！？!?;；\n]+(?:[。！？!?;；\n]|$)")
 # Hedges about what is NOT confirmed are how an honest answer talks about hypotheses.
@@ -105,7 +106,8 @@ def scan_answer(
 
 def deterministic_answer(verdict: Verdict, verified: list[Claim], missing: list[MissingInfo],
                          failed_rules: list[str], excluded_terms: tuple[str, ...] = (),
-                         no_hits: dict[str, list[str]] | None = None, language: Language = "zh") -> str:
+                         no_hits: dict[str, list[str]] | None = None, language: Language = "zh",
+                         possible_matches: list[str] | tuple[str, ...] = ()) -> str:
     """The answer code can always give. A verified negative observation is stated as the searches
     that found nothing (`no_hits`: claim id -> the calls that were made), never in the LM's words,
     nor with the tool's own no-hit message, which lists the catalog (and so may name what the user
@@ -133,6 +135,10 @@ def deterministic_answer(verdict: Verdict, verified: list[Claim], missing: list[
         lines.append(say(language, "nothing"))
         if failed_rules:
             lines.append(say(language, "reason", rules=", ".join(failed_rules)))
+    shown = [line for line in possible_matches if not mentions(line, excluded_terms)][:MAX_POSSIBLE_MATCHES]
+    if shown:
+        lines.append(say(language, "possible_matches"))
+        lines.extend(f"- {line}" for line in shown)
     if missing:
         lines.append(say(language, "missing"))
         lines.extend(f"- {m.description}" for m in missing)

@@ -30,6 +30,7 @@ TEXT: dict[Language, dict[str, str]] = {
         "nothing": "未检索到可以核实的真实证据，无法确认所问的情况。",
         "reason": "原因：证据引用核对未通过（{rules}）。",
         "missing": "仍缺少：",
+        "possible_matches": "但以下日志可能正是所问的内容（未核实，所以不能断定“未找到”）：",
         "not_run": "诊断未运行，没有检查任何证据：{message}",
     },
     "en": {
@@ -45,6 +46,7 @@ TEXT: dict[Language, dict[str, str]] = {
         "nothing": "No real evidence that could be verified was found; what was asked cannot be confirmed.",
         "reason": "Reason: the citations failed the check ({rules}).",
         "missing": "Still missing:",
+        "possible_matches": "These log lines may be what was asked about (not verified, so \"nothing found\" cannot be stated):",
         "not_run": "The diagnosis did not run and no evidence was checked: {message}",
     },
 }

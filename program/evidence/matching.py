@@ -313,7 +313,23 @@ def match_excerpt(excerpt: str, ref_text: str) -> Match:
                     "evidence.excerpt_mismatch",
                     f"the ellipsis in {excerpt!r} skips the negation {negation!r} of a clause it quotes",
                 )
-        spans.append((start, end))
+        spans.append(_with_edges(ref.source, start, end, piece))
         cursor = found + len(canon_piece)
     matched = " … ".join(ref.source[s:e] for s, e in spans)
     return Match(True, matched_text=matched)
+
+
+def _folds_away(text: str) -> bool:
+    return not canonical(text).text
+
+
+def _with_edges(source: str, start: int, end: int, piece: str) -> tuple[int, int]:
+    """The span widened over the separators (brackets, spaces) that the quoted piece itself begins
+    or ends with, so that what is shown as matched is the ref's text for the whole quote."""
+    lead = next((k for k in range(len(piece)) if not _folds_away(piece[k])), len(piece))
+    trail = next((k for k in range(len(piece)) if not _folds_away(piece[-1 - k])), len(piece))
+    while lead and start > 0 and _folds_away(source[start - 1]):
+        start, lead = start - 1, lead - 1
+    while trail and end < len(source) and _folds_away(source[end]):
+        end, trail = end + 1, trail - 1
+    return start, end

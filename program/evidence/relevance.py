@@ -67,8 +67,22 @@ def off_topic(claim_text: str, cited_texts: list[str], target: Target) -> str | 
     missing = _about(claim_text, target)
     if missing:
         return f"the claim {missing}, which the question asks about"
+    # Every citation must be about the target service; one that also concerns the asked topic is
+    # enough for the topic, so a weaker citation beside it does not sink a claim its strongest proves.
+    services = [s.casefold() for s in target.services]
     for text in cited_texts:
-        missing = _about(text, target)
-        if missing:
-            return f"cited evidence {text[:80]!r} {missing}, which the question asks about"
+        if services and not mentions(text, services):
+            return f"cited evidence {text[:80]!r} does not name {' or '.join(target.services)}, which the question asks about"
+    if cited_texts and all(_about(text, target) for text in cited_texts):
+        return (f"no cited evidence concerns {' or '.join(group[0] for group in target.topics)}, which the question "
+                f"asks about (first: {cited_texts[0][:80]!r})")
     return None
+
+
+def question_words(question: str, catalog: Catalog) -> str:
+    """The question's own words, for a search made independently of the LM's wording: without the
+    clauses that exclude topics and without service names (the search is filtered by service)."""
+    text = EXCLUSION.sub(" ", unicodedata.normalize("NFKC", question))
+    for service in sorted(catalog.services, key=len, reverse=True):
+        text = re.sub(re.escape(service), " ", text, flags=re.IGNORECASE)
+    return " ".join(text.split())

@@ -56,6 +56,36 @@ ABSENCE = re.compile(r"未检索到|未找到|没有找到|未发现|没有发�
                      re.IGNORECASE)
 
 
+# The second look before an all-clear: a line of the target's own logs that matches at least this
+# share of the question's concepts (rounded up, at least one; tools/search.py) is a plausible match,
+# and a plausible match blocks "nothing found".
+SECOND_LOOK_SHARE = 0.5
+LEVEL_RANK = {"ERROR": 0, "FATAL": 0, "CRITICAL": 0, "WARN": 1, "WARNING": 1}
+
+
+def second_look_blocker(claim_id: str, possible: list[str], failed: str | None) -> Finding | None:
+    """Why a negative observation is not an all-clear after code looked again, or None."""
+    if failed:
+        return Finding(rule="verdict.second_look", claim_id=claim_id,
+                       message=f"code could not look again before an all-clear ({failed}), so 'nothing found' is "
+                               "not verified")
+    if possible:
+        return Finding(rule="verdict.second_look", claim_id=claim_id,
+                       message=f"{len(possible)} line(s) of the target's own logs match at least "
+                               f"{SECOND_LOOK_SHARE:.0%} of the question's words, so 'nothing found' is not "
+                               f"verified; first: {possible[0]!r}")
+    return None
+
+
+def ranked_lines(invocation: ToolInvocation, items: str) -> list[str]:
+    """The refs of an invocation, ERROR and WARN lines first."""
+    output = invocation.output.get(items) if isinstance(invocation.output, dict) else None
+    levels = [str(item.get("level", "")).upper() if isinstance(item, dict) else "" for item in output or []]
+    refs = invocation.retrieval_details.evidence_refs
+    order = sorted(range(len(refs)), key=lambda i: LEVEL_RANK.get(levels[i] if i < len(levels) else "", 2))
+    return [refs[i].text for i in order]
+
+
 @dataclass(frozen=True)
 class CitedRef:
     """What one passing binding of a claim points at, as code sees it."""

@@ -23,9 +23,17 @@ from program.evidence.answer import deterministic_answer, fact_line, scan_answer
 from program.evidence.hook import VerifierInputHook
 from program.evidence.language import question_language, say
 from program.evidence.parsing import salvage_executor_output
-from program.evidence.relevance import question_target
+from program.evidence.relevance import question_target, question_words
 from program.evidence.scope import read_scope
-from program.evidence.verdict import CitedRef, cited_refs, claim_blockers, enforce
+from program.evidence.verdict import (
+    SECOND_LOOK_SHARE,
+    CitedRef,
+    cited_refs,
+    claim_blockers,
+    enforce,
+    ranked_lines,
+    second_look_blocker,
+)
 from program.lm.adapter import (
     chain,
     citation_patch,
@@ -173,6 +181,8 @@ class Diagnosis(dspy.Module):
                    lm_model=getattr(dspy.settings.lm, "model", "") or "", store=self.store, toolbox=self.toolbox,
                    language=language or question_language(question))
         with dspy.context(callbacks=callbacks) if callbacks else nullcontext():
+            if self.progress is not None:
+                self.progress("preflight")
             problem = preflight(dspy.settings.lm)
             if problem:
                 return run.fail(Finding(rule=problem[0], message=problem[1]))
@@ -317,6 +327,9 @@ class Diagnosis(dspy.Module):
         run.cited = cited_refs(gate, run.recorder.invocations, self.toolbox)
         blockers = claim_blockers(claims, run.cited, run.target, run.scope.excluded_terms, run.catalog.names)
         failed = {cb.claim_id for cb in gate.checked_bindings if cb.status != "pass"}
+        if gate.severity == "none":
+            self._second_look(run, [c for c in claims if c.claim_id not in blockers and c.claim_id not in failed],
+                              blockers)
         judgements: dict[str, ClaimJudgement] = {}
         verifier_ran = False
         if gate.severity == "none":
@@ -329,6 +342,43 @@ class Diagnosis(dspy.Module):
                     judgements[claim.claim_id] = judgement
         stage_errors = [e for e in run.errors if e.rule.startswith("lm.")]
         return enforce(gate, claims, judgements, blockers, stage_errors, verifier_ran=verifier_ran)
+
+    def _second_look(self, run: _Run, claims: list[Claim], blockers: dict[str, list[Finding]]) -> None:
+        """A verified "nothing found" is only as good as the search behind it, whose words a small
+        LM chose. Before a negative observation may be verified, code searches the target's own
+        lines again with the question's words, and a plausible match blocks the all-clear."""
+        words = question_words(run.question, run.catalog)
+        looked: dict[tuple[str, str | None], tuple[list[str], str | None]] = {}
+        for claim in claims:
+            if claim.claim_type != "negative_observation":
+                continue
+            possible, failed = [], None
+            for tool in sorted({ref.tool_name for ref in run.cited.get(claim.claim_id, []) if ref.no_hit}):
+                declaration = self.toolbox.get(tool)
+                if declaration is None or declaration.second_look is None:
+                    continue
+                for service in run.target.services or (None,):
+                    if (tool, service) not in looked:
+                        looked[tool, service] = self._look_again(run, declaration, words, service)
+                    lines, problem = looked[tool, service]
+                    possible += lines
+                    failed = failed or problem
+            if finding := second_look_blocker(claim.claim_id, possible, failed):
+                blockers.setdefault(claim.claim_id, []).append(finding)
+                run.possible_matches.extend(line for line in possible if line not in run.possible_matches)
+
+    def _look_again(self, run: _Run, declaration, words: str, service: str | None) -> tuple[list[str], str | None]:
+        arguments = {declaration.second_look: words, "min_share": SECOND_LOOK_SHARE}
+        if service is not None and "service" in declaration.tool_arguments:
+            arguments["service"] = service
+        invocation = run.recorder.call(declaration.name, **arguments)
+        run.record.notes.append(Finding(rule="verdict.second_look_search", message=(
+            f"before an all-clear, code searched again with the question's words: #{invocation.id} "
+            f"{declaration.name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())}) -> "
+            f"{invocation.retrieval_details.evidence_status}")))
+        if invocation.retrieval_details.evidence_status == "failed":
+            return [], invocation.retrieval_details.message or "the search failed"
+        return ranked_lines(invocation, declaration.items), None
 
     def _judge(self, run: _Run, claim: Claim) -> ClaimJudgement | None:
         try:
@@ -348,7 +398,7 @@ class Diagnosis(dspy.Module):
         no_hits = {cid: [ref.searched for ref in refs if ref.no_hit] for cid, refs in run.cited.items()}
         fallback = deterministic_answer(verdict, verified, output.missing_info,
                                         verifier_input.gatekeeper_result.failed_rules, run.scope.excluded_terms,
-                                        no_hits, language=run.language)
+                                        no_hits, language=run.language, possible_matches=run.possible_matches)
         if verdict != "PASS" or all(c.claim_type == "negative_observation" for c in verified):
             # Nothing positive to phrase: the deterministic answer says exactly what was and was not found.
             return ComposerOutput(status="deterministic", user_facing_answer=fallback,
@@ -387,6 +437,8 @@ class _Run:
     usage: dict[str, StageUsage] = field(default_factory=dict)
     errors: list[Finding] = field(default_factory=list)
     cited: dict[str, list[CitedRef]] = field(default_factory=dict)
+    # Lines a second look found that may answer what a negative observation says is absent.
+    possible_matches: list[str] = field(default_factory=list)
 
     def __post_init__(self):
         self.record = DiagnosisSession(session_id=self.session_id, query=self.question, process=this_process(),

@@ -32,7 +32,7 @@ def test_matched_text_is_taken_from_the_ref_not_the_excerpt():
 
 def test_ellipsis_matched_text_shows_each_piece():
     result = match_excerpt("[11:17][WARN] … GC次数: 128", REF)
-    assert result.ok and result.matched_text == "11:17][WARN … GC次数: 128"
+    assert result.ok and result.matched_text == "[11:17][WARN] … GC次数: 128"
 
 
 def test_truncating_an_identifier_needs_an_explicit_ellipsis():
@@ -88,3 +88,13 @@ def test_memos_are_bounded_by_characters_not_entries():
     for n in range(3_000):
         canonical(f"line {n} " + "x" * 1_000)
     assert canonical.cache_chars() <= CACHE_CHARS
+
+
+@pytest.mark.parametrize("excerpt", [
+    "[11:03][INFO][order-service] GET /orders 200 45ms",
+    "[11:03][INFO][order-service] GET /orders 200 45ms;",
+    "GET /orders 200 45ms",
+])
+def test_the_matched_span_is_shown_exactly_with_the_quotes_own_brackets(excerpt):
+    ref = "[11:03][INFO][order-service] GET /orders 200 45ms; pool ok"
+    assert match_excerpt(excerpt, ref).matched_text == excerpt

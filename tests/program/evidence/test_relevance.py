@@ -24,3 +24,25 @@ def test_a_claim_beside_the_question_is_off_topic():
     pool = "[11:20][WARN][order-service] HikariCP pool stats: active=50/50, idle=0, waiting=32"
     assert off_topic("order-service 存在 HikariCP 连接池耗尽日志", [pool], target) is None
     assert "does not concern" in off_topic("order-service 存在慢查询", [pool], target)
+
+
+def test_an_alert_name_belongs_to_the_topic_whose_terms_it_spells():
+    groups = active_catalog().topic_groups()
+    (oom,) = [g for g in groups if "podoomkilled" in g]
+    assert {"oom", "oomkilled", "outofmemoryerror"} <= set(oom)
+    assert not any(g == ("podoomkilled",) for g in groups)
+
+
+def test_a_weaker_citation_beside_the_strongest_does_not_sink_the_claim():
+    target = question_target("只确认 notification-service 是否存在 PodOOMKilled 告警", active_catalog())
+    alert = ("PodOOMKilled firing, service=notification-service, current=3; Container OOMKilled 3 times: "
+             "java.lang.OutOfMemoryError: Java heap space (limit 1GB)")
+    heap = "[10:58][ERROR][notification-service] java.lang.OutOfMemoryError: Java heap space at TemplateRenderer.render"
+    restart = "[11:17][WARN][notification-service] Container notification-service OOMKilled, restart count 3"
+    deploy = "[09:00][INFO][notification-service] deploy v1.2.0 finished"
+    claim = "notification-service 存在 PodOOMKilled 告警（firing），重启次数 3 次"
+    assert off_topic(claim, [alert, heap, restart], target) is None
+    assert off_topic(claim, [alert, deploy], target) is None  # the alert proves it; the deploy line adds nothing
+    assert "no cited evidence concerns" in off_topic(claim, [deploy], target)
+    other = "[11:20][WARN][order-service] Container order-service OOMKilled, restart count 1"
+    assert "does not name notification-service" in off_topic(claim, [alert, other], target)

@@ -60,8 +60,11 @@ def test_hikaricp_positive(cases, store):
 
 def test_hikaricp_negative_never_passes_a_positive_claim(cases, store):
     result = run(cases["hikaricp_negative"], store)
-    (invocation,) = store.list_invocations(result.session_id)
+    invocation, second_look = store.list_invocations(result.session_id)
     assert invocation.output["logs"] == [] and invocation.retrieval_details.evidence_status == "no_evidence"
+    # Before the all-clear, code looked again with the question's own words, and found nothing either.
+    assert second_look.input["service"] == "inventory-service" and second_look.input["min_share"] == 0.5
+    assert second_look.retrieval_details.evidence_status == "no_evidence"
     assert "generic-service" not in store.get_session(result.session_id).model_dump_json()
     verified = [c for c in result.claims if c.verification_status == "verified"]
     assert verified and all(c.claim.claim_type == "negative_observation" for c in verified)

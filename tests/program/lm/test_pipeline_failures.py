@@ -320,7 +320,8 @@ def test_a_no_hit_answer_never_names_what_the_user_excluded(cases, store):
 
     def negative(observations, attempt, user):
         (ref,) = [r for r in refs_in(observations) if r.raw_path is None]
-        assert "SlowQuery" in ref.text  # the tool's no-hit message lists every alert name
+        # A no-hit is evidence of one search: it names what was searched, never the catalog's alerts.
+        assert "HighMemoryUsage" in ref.text and "SlowQuery" not in ref.text
         return {"claims": [{"claim_id": "claim-1", "claim_type": "negative_observation",
                             "claim_text": "inventory-service 没有 HighMemoryUsage 告警",
                             "evidence_bindings": [{"tool_name": "query_metrics", "source_invocation_id": ref.invocation_id,
