@@ -34,6 +34,8 @@ from program.lm.pipeline import Diagnosis
 from program.lm.transcript import recording_lm, replaying_lm
 
 UNSEEN = Path(__file__).resolve().parent / "unseen_questions.json"
+# Harder questions of seven kinds, each with what it expects and why (the harder-questions issue).
+HARD = Path(__file__).resolve().parent / "hard_questions.json"
 
 
 def questions(only: str) -> list[dict]:
@@ -42,7 +44,8 @@ def questions(only: str) -> list[dict]:
             for c in load_cases() if c["runs_lm"]]
     # "unseen": written before the first recorded run; "fresh": written after the fixes that run prompted.
     unseen = [{**q, "set": q.get("set", "unseen")} for q in json.loads(UNSEEN.read_text(encoding="utf-8"))]
-    return {"seed": seed, "unseen": unseen, "all": seed + unseen}[only]
+    hard = [{**q, "set": "hard"} for q in json.loads(HARD.read_text(encoding="utf-8"))]
+    return {"seed": seed, "unseen": unseen, "hard": hard, "all": seed + unseen + hard}[only]
 
 
 def score(question: dict, result, store: AuditStore) -> dict:
@@ -62,7 +65,7 @@ def score(question: dict, result, store: AuditStore) -> dict:
     record = store.get_session(result.session_id)
     evaluation = record.self_evaluation.verifier_evaluation if record.self_evaluation else None
     return {
-        "id": question["id"], "set": question["set"], "verdict": result.verdict,
+        "id": question["id"], "set": question["set"], "kind": question.get("kind", ""), "verdict": result.verdict,
         "expected": question["expected_verdict"],
         "right": verdict_ok and (gate_ok or result.verdict != "PASS") and not forbidden and not missing,
         "unsafe_pass": unsafe, "gatekeeper": f"{gate.status}/{gate.severity}" if gate else "-",
@@ -93,7 +96,7 @@ def summary(rows: list[dict]) -> dict:
                 "unsafe_pass": sum(r["unsafe_pass"] for r in sel),
                 "gatekeeper_pass": sum(r["gatekeeper"] == "pass/none" for r in sel)} if sel else None
 
-    return {"seed": part("seed"), "unseen": part("unseen"), "fresh": part("fresh"),
+    return {"seed": part("seed"), "unseen": part("unseen"), "fresh": part("fresh"), "hard": part("hard"),
             "median_seconds": statistics.median(r["seconds"] for r in rows),
             "median_lm_calls": statistics.median(r["lm_calls"] for r in rows),
             "median_prompt_tokens": statistics.median(r["prompt_tokens"] for r in rows),
@@ -107,7 +110,7 @@ def report(meta: dict, rows: list[dict], totals: dict) -> str:
              f"LM `{meta['lm']}`, LM cache off, {meta['mode']}, cite by choosing "
              f"{'on' if meta.get('cite_by_choosing', True) else 'off'}. Started {meta['started']}.", "",
              "| set | right | unsafe PASS | gatekeeper pass |", "| --- | --- | --- | --- |"]
-    for name in ("seed", "unseen", "fresh"):
+    for name in ("seed", "unseen", "fresh", "hard"):
         if totals.get(name):
             t = totals[name]
             lines.append(f"| {name} | {t['right']} of {t['questions']} | {t['unsafe_pass']} | "
@@ -128,7 +131,7 @@ def report(meta: dict, rows: list[dict], totals: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lm", default=EMBEDDED, help="model (default: the embedded default)")
-    parser.add_argument("--only", choices=("all", "seed", "unseen"), default="all")
+    parser.add_argument("--only", choices=("all", "seed", "unseen", "hard"), default="all")
     parser.add_argument("--out", default="results", help="folder for the run's directory")
     parser.add_argument("--replay", help="a run directory to re-score from its transcript, without the model")
     parser.add_argument("--free-excerpts", action="store_true",

@@ -57,7 +57,8 @@ class CiteEvidence(dspy.Signature):
     bound to exact citations.
 
     claim_text is a plain statement of one fact that names the service and the alert or topic; every
-    number in it is copied from its excerpts, never rounded or compared ("over 4s").
+    number in it is copied from its excerpts, never rounded or compared ("over 4s"). A state (firing,
+    resolved, pending) is the one the ref shows, even when the question presumes another.
     A binding names tool_name, source_invocation_id (a call's #id), raw_path (one of that call's refs)
     and evidence_excerpt: the ref's whole text or one of its clauses, copied exactly. Never join two
     refs. A search that found nothing is cited with raw_path null and its no-hit message, and supports

@@ -26,6 +26,12 @@ class Target:
     topics: tuple[tuple[str, ...], ...]
     alerts: tuple[str, ...] = ()  # catalog alert names the question spells out
 
+    def without(self, excluded_terms: tuple[str, ...]) -> Target:
+        """The target less what the user excluded."""
+        return Target(services=tuple(s for s in self.services if not mentions(s, excluded_terms)),
+                      topics=tuple(g for g in self.topics if not any(mentions(t, excluded_terms) for t in g)),
+                      alerts=tuple(a for a in self.alerts if not mentions(a, excluded_terms)))
+
     def describe(self) -> str:
         topics = ", ".join(group[0] for group in self.topics)
         return f"services [{', '.join(self.services)}], topics [{topics}]"

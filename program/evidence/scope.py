@@ -91,3 +91,38 @@ def mentions(text: str, terms: tuple[str, ...] | list[str]) -> list[str]:
         elif term in folded:
             found.append(term)
     return found
+
+
+def with_proposed_exclusions(scope: Scope, proposed: list[str], question: str,
+                             catalog: Catalog) -> tuple[Scope, list[str]]:
+    """The scope with the exclusions an LM read in the question, and why each refused one was refused.
+
+    Users phrase exclusions in more ways than any list of markers ("leave X out of it", "X 就别管了",
+    "除了 X 之外"), so the planner proposes them; code accepts a proposal only when it is the
+    question's own words and leaves the question something to ask about: never the only service,
+    alert or topic the question names."""
+    folded = _fold(question)
+    asked = _fold(EXCLUSION.sub(" ", unicodedata.normalize("NFKC", question)))
+    named = {
+        "service": [s.casefold() for s in catalog.services if mentions(asked, [s.casefold()])],
+        "alert": [a.casefold() for a in catalog.alert_names if mentions(asked, [a.casefold()])],
+    }
+    groups = [g for g in catalog.topic_groups() if mentions(asked, list(g))]
+    topics, refused = list(scope.excluded_topics), []
+    for topic in proposed:
+        term = _fold(topic).strip()
+        if not term or term in (_fold(t) for t in topics):
+            continue
+        if term not in folded:
+            refused.append(f"{topic!r} is not in the question's words")
+            continue
+        only = [kind for kind, names in named.items() if names and all(mentions(term, [n]) for n in names)]
+        if groups and all(mentions(term, list(g)) for g in groups):
+            only.append("topic")
+        if only:
+            refused.append(f"{topic!r} is the question's only {' and '.join(only)}")
+            continue
+        topics.append(topic)
+    if len(topics) == len(scope.excluded_topics):
+        return scope, refused
+    return Scope(narrow=scope.narrow, excluded_topics=tuple(topics), excluded_terms=expand_terms(topics, catalog)), refused

@@ -24,7 +24,7 @@ from program.evidence.hook import VerifierInputHook
 from program.evidence.language import question_language, say
 from program.evidence.parsing import salvage_executor_output
 from program.evidence.relevance import question_target, question_words
-from program.evidence.scope import read_scope
+from program.evidence.scope import mentions, read_scope, with_proposed_exclusions
 from program.evidence.verdict import (
     SECOND_LOOK_SHARE,
     CitedRef,
@@ -209,10 +209,8 @@ class Diagnosis(dspy.Module):
     def _plan(self, run: _Run) -> None:
         """The plan and the first round of tool calls come from one LM call."""
         calls = []
-        # The first round's tool calls are the evidence plan, so the plan does not spell it out again;
-        # and a question that excludes nothing leaves no room for the planner to invent exclusions.
-        limits = {**PLAN_LIMITS, "excluded_topics": PLAN_LIMITS["excluded_topics"] if run.scope.excluded_topics else 0}
-        patch = chain(length_patch(limits), drop_properties("PlannerOutput", ("evidence_plan",)),
+        # The first round's tool calls are the evidence plan, so the plan does not spell it out again.
+        patch = chain(length_patch(PLAN_LIMITS), drop_properties("PlannerOutput", ("evidence_plan",)),
                       tool_call_patch(run.catalog, self.toolbox, min_calls=1))
         try:
             with self._stage(run.usage, "planner"), self._patch(patch):
@@ -269,6 +267,12 @@ class Diagnosis(dspy.Module):
         fresh = []
         for call in calls:
             key = (call.tool_name, tuple(sorted(call.arguments().items())))
+            service = call.arguments().get("service")
+            if isinstance(service, str) and mentions(service, run.scope.excluded_terms):
+                # What the user excluded is never looked up, whoever asked for it.
+                run.record.notes.append(Finding(rule="planner.excluded_call_skipped", message=(
+                    f"{call.tool_name}(service={service!r}) was not run: the user excluded {service}")))
+                continue
             if key not in done:
                 done.add(key)
                 fresh.append(call)
@@ -455,7 +459,13 @@ class _Run:
                                   excluded_topics=list(self.scope.excluded_topics))
 
     def use_plan(self, planned: PlannerOutput) -> None:
-        """The planner's plan, with the scope code read from the question: scope has one owner."""
+        """The planner's plan, with the scope code read from the question: scope has one owner. The
+        planner's exclusions are taken where they are the question's own words and leave it a target."""
+        self.scope, refused = with_proposed_exclusions(self.scope, planned.excluded_topics, self.question,
+                                                       self.catalog)
+        self.target = question_target(self.question, self.catalog).without(self.scope.excluded_terms)
+        if refused:
+            self.record.notes.append(Finding(rule="planner.exclusion_refused", message="; ".join(refused)))
         self.plan = planned.model_copy(update={"scope": "narrow" if self.scope.narrow else "broad",
                                                "excluded_topics": list(self.scope.excluded_topics)})
         if (planned.scope, planned.excluded_topics) != (self.plan.scope, self.plan.excluded_topics):

@@ -400,3 +400,49 @@ def test_an_interrupted_run_is_recorded_as_interrupted(cases, store):
         run(case, store, executor=lambda o, a, u: KeyboardInterrupt())
     (record,), _ = store.list_sessions()
     assert record.status == "interrupted" and [e.rule for e in record.errors] == ["pipeline.interrupted"]
+
+
+def test_code_never_queries_a_service_the_user_excluded_in_words_the_markers_do_not_know(cases, store):
+    case = cases["hikaricp_negative"]
+    question = "Only confirm whether notification-service has a PodOOMKilled alert; leave order-service out of it."
+
+    def planner(user):
+        plan = {**gold_plan(case), "target_services": ["notification-service"], "topics": ["PodOOMKilled"],
+                "excluded_topics": ["order-service"]}
+        return {"plan": plan, "tool_calls": [
+            {"tool_name": "query_metrics", "service": "notification-service", "alert_name": "PodOOMKilled"},
+            {"tool_name": "query_logs", "query": "OOMKilled", "service": "order-service"}]}
+
+    result = diagnose(question, lm=good_lm({**case, "question": question}, planner=planner), db=store)
+    asked = [inv.input.get("service") for inv in store.list_invocations(result.session_id)]
+    assert "order-service" not in asked and "notification-service" in asked
+    notes = {n.rule for n in store.get_session(result.session_id).notes}
+    assert "planner.excluded_call_skipped" in notes and "planner.named_alert_added" not in notes
+    assert store.get_session(result.session_id).planner_output.excluded_topics == ["order-service"]
+
+
+@pytest.mark.parametrize(("claim_text", "verdict"), [
+    ("user-service 的 HighMemoryUsage 告警已是 resolved 状态，current=71%", "PASS"),
+    ("user-service 的 HighMemoryUsage 告警仍然在 firing", "LOW_CONFID"),
+])
+def test_a_question_that_presumes_a_state_is_answered_with_the_state_the_evidence_shows(cases, store, claim_text,
+                                                                                        verdict):
+    case = cases["high_memory_positive"]
+    question = "Does user-service still have a HighMemoryUsage alert firing? Only confirm that."
+
+    def planner(user):
+        return {"plan": {**gold_plan(case), "target_services": ["user-service"]},
+                "tool_calls": [{"tool_name": "query_metrics", "service": "user-service", "alert_name": "HighMemoryUsage"}]}
+
+    def cite_state(observations, attempt, user):
+        ref = find_ref(observations, "resolved", "query_metrics")
+        return {"claims": [{"claim_id": "claim-1", "claim_type": "observation", "claim_text": claim_text,
+                            "evidence_bindings": [{"tool_name": "query_metrics", "source_invocation_id": ref.invocation_id,
+                                                   "raw_path": ref.raw_path, "evidence_excerpt": ref.text}]}],
+                "hypotheses": [], "missing_info": [], "recommended_actions": []}
+
+    result = diagnose(question, lm=good_lm({**case, "question": question}, planner=planner, executor=cite_state),
+                      db=store)
+    assert result.verdict == verdict
+    if verdict == "PASS":
+        assert "resolved" in result.answer and result.language == "en"
