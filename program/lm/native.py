@@ -81,7 +81,8 @@ def library_problem(info: str, flags: set[str] | None) -> str | None:
     return None
 
 
-def _signal_name(returncode: int) -> str:
+def signal_name(returncode: int) -> str:
+    """The name of the signal a child process died of (its negative return code)."""
     try:
         return signal.Signals(-returncode).name
     except ValueError:
@@ -120,7 +121,7 @@ def probe(model_path: str, n_threads: int) -> int:
     if info is not None and (problem := library_problem(info, cpu_flags())):
         raise EngineUnsupported(problem)
     if child.returncode < 0:
-        raise EngineUnsupported(f"llama.cpp died of {_signal_name(child.returncode)} running one batch of "
+        raise EngineUnsupported(f"llama.cpp died of {signal_name(child.returncode)} running one batch of "
                                 f"{Path(model_path).name} in a child process, so it was not run in this one; {REBUILD}")
     evaluated = _reported(child.stdout, "evaluated_tokens")
     if child.returncode != 0 or not evaluated:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -19,6 +18,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from program.lm.native import signal_name
 
 MARKER = "embedded"
 REPORTS = "DIAGNOSIS_TEST_CHILD_REPORTS"
@@ -56,13 +57,6 @@ def pytest_runtest_protocol(item, nextitem):
     return True
 
 
-def _signal_name(returncode: int) -> str:
-    try:
-        return signal.Signals(-returncode).name
-    except ValueError:
-        return f"signal {-returncode}"
-
-
 def _run_in_child(item) -> list[pytest.TestReport]:
     config = item.config
     with tempfile.TemporaryDirectory() as tmp:
@@ -72,7 +66,7 @@ def _run_in_child(item) -> list[pytest.TestReport]:
         try:
             child = subprocess.run(command, cwd=config.rootpath, env={**os.environ, REPORTS: str(path)},
                                    capture_output=True, text=True, timeout=CHILD_SECONDS, stdin=subprocess.DEVNULL)
-            problem = (f"the child process running this test died of {_signal_name(child.returncode)}"
+            problem = (f"the child process running this test died of {signal_name(child.returncode)}"
                        if child.returncode < 0 else None)
             output = child.stdout + child.stderr
         except subprocess.TimeoutExpired as exc:
