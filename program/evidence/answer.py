@@ -117,6 +117,9 @@ def deterministic_answer(verdict: Verdict, verified: list[Claim], missing: list[
     in_scope = [c for c in verified if not mentions(fact_line(c), excluded_terms)]
     if len(in_scope) < len(verified):
         lines.append(say(language, "excluded_note"))
+    # "Nothing could be verified" is said only when nothing was: a finding hidden because it names
+    # an excluded topic was still verified, and saying otherwise would contradict the verdict.
+    anything_verified = bool(verified)
     verified = in_scope
     missing = [m for m in missing if not mentions(m.description, excluded_terms)]
     positives = [c for c in verified if c.claim_type != "negative_observation"]
@@ -130,7 +133,7 @@ def deterministic_answer(verdict: Verdict, verified: list[Claim], missing: list[
         searches = no_hits.get(claim.claim_id) or [claim.claim_text]
         lines.extend(say(language, "no_hit_line", search=search) for search in searches
                      if not mentions(search, excluded_terms))
-    if not verified:
+    if not anything_verified:
         # The question itself is not repeated: it may name topics the user excluded.
         lines.append(say(language, "nothing"))
         if failed_rules:

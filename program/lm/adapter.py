@@ -230,6 +230,19 @@ def chain(*patches: SchemaPatch) -> SchemaPatch:
     return patch
 
 
+def choices_patch(definition: str, name: str, choices: tuple[str, ...], max_items: int) -> SchemaPatch:
+    """Make a model's list-of-strings property a list of these choices only (none when there are none)."""
+
+    def patch(schema: dict) -> dict:
+        prop = schema.get("$defs", {}).get(definition, {}).get("properties", {}).get(name)
+        if prop is not None:
+            prop["items"] = {"type": "string", "enum": list(choices)} if choices else {"type": "string"}
+            prop["maxItems"] = min(max_items, len(choices))
+        return schema
+
+    return patch
+
+
 def drop_properties(definition: str, names: tuple[str, ...]) -> SchemaPatch:
     """Leave optional properties out of a model's schema, so the LM does not spend tokens on them."""
 

@@ -24,7 +24,7 @@ from program.evidence.hook import VerifierInputHook
 from program.evidence.language import question_language, say
 from program.evidence.parsing import salvage_executor_output
 from program.evidence.relevance import question_target, question_words
-from program.evidence.scope import mentions, read_scope, with_proposed_exclusions
+from program.evidence.scope import exclusion_candidates, mentions, read_scope, with_proposed_exclusions
 from program.evidence.verdict import (
     SECOND_LOOK_SHARE,
     CitedRef,
@@ -36,6 +36,7 @@ from program.evidence.verdict import (
 )
 from program.lm.adapter import (
     chain,
+    choices_patch,
     citation_patch,
     constrained,
     drop_properties,
@@ -78,6 +79,7 @@ from tools.recorder import ToolInvocationRecorder, render_observations
 
 log = logging.getLogger(__name__)
 PLAN_LIMITS = {"target_services": 3, "topics": 3, "excluded_topics": 6}
+PLAN_CHOSEN_EXCLUSIONS = 2
 JUDGEMENT_VERDICT = {"supported": "PASS", "over-reaches": "LOW_CONFID", "contradicted": "REJECT"}
 _current_stage: ContextVar[StageUsage | None] = ContextVar("diagnosis_stage", default=None)
 
@@ -210,7 +212,12 @@ class Diagnosis(dspy.Module):
         """The plan and the first round of tool calls come from one LM call."""
         calls = []
         # The first round's tool calls are the evidence plan, so the plan does not spell it out again.
-        patch = chain(length_patch(PLAN_LIMITS), drop_properties("PlannerOutput", ("evidence_plan",)),
+        # Where the question's own clauses exclude nothing, the planner may still read an exclusion,
+        # but only one of the names the question spells: free to write, a small planner invents them.
+        exclusions = () if run.scope.excluded_topics else (
+            choices_patch("PlannerOutput", "excluded_topics", exclusion_candidates(run.question, run.catalog),
+                          PLAN_CHOSEN_EXCLUSIONS),)
+        patch = chain(length_patch(PLAN_LIMITS), *exclusions, drop_properties("PlannerOutput", ("evidence_plan",)),
                       tool_call_patch(run.catalog, self.toolbox, min_calls=1))
         try:
             with self._stage(run.usage, "planner"), self._patch(patch):

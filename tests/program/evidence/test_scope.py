@@ -72,3 +72,12 @@ def test_an_exclusion_the_planner_read_in_the_questions_words_is_taken(question,
 def test_an_exclusion_that_is_not_the_users_or_that_removes_the_target_is_refused(question, proposed, why):
     scope, refused = with_proposed_exclusions(read_scope(question, CATALOG), [proposed], question, CATALOG)
     assert scope.excluded_topics == () and len(refused) == 1 and why in refused[0]
+
+
+def test_the_exclusions_a_planner_may_choose_are_the_names_the_question_spells():
+    from program.evidence.scope import exclusion_candidates
+
+    question = "Only confirm whether notification-service has a PodOOMKilled alert; leave order-service out of it."
+    assert exclusion_candidates(question, CATALOG) == ("notification-service", "PodOOMKilled", "order-service")
+    assert exclusion_candidates("除了 HikariCP 之外，只确认 order-service 是否存在 HighMemoryUsage 告警。", CATALOG) == (
+        "HikariCP", "order-service", "HighMemoryUsage")

@@ -112,3 +112,16 @@ def test_adapter_applies_the_patch_only_inside_the_context(store):
             predict(question="q", plan=plan, observations="none")
     assert "anyOf" not in seen[0]["$defs"]["ToolCall"]
     assert "anyOf" in seen[1]["$defs"]["ToolCall"]
+
+
+def test_a_planner_without_exclusion_clauses_may_only_choose_names_the_question_spells():
+    from program.lm.adapter import choices_patch
+    from signatures.contracts import PlannerOutput
+
+    schema = {"$defs": {"PlannerOutput": PlannerOutput.model_json_schema()}}
+    patched = choices_patch("PlannerOutput", "excluded_topics", ("order-service", "PodOOMKilled"), 2)(schema)
+    prop = patched["$defs"]["PlannerOutput"]["properties"]["excluded_topics"]
+    assert prop["items"]["enum"] == ["order-service", "PodOOMKilled"] and prop["maxItems"] == 2
+    none = choices_patch("PlannerOutput", "excluded_topics", (), 2)(
+        {"$defs": {"PlannerOutput": PlannerOutput.model_json_schema()}})
+    assert none["$defs"]["PlannerOutput"]["properties"]["excluded_topics"]["maxItems"] == 0
