@@ -105,14 +105,14 @@ def exclusion_candidates(question: str, catalog: Catalog) -> tuple[str, ...]:
     return tuple(dict.fromkeys(text[start:end] for start, end in kept))
 
 
-def with_proposed_exclusions(scope: Scope, proposed: list[str], question: str,
-                             catalog: Catalog) -> tuple[Scope, list[str]]:
+def with_proposed_exclusions(scope: Scope, proposed: list[str], question: str, catalog: Catalog,
+                             targets: list[str] | tuple[str, ...] = ()) -> tuple[Scope, list[str]]:
     """The scope with the exclusions an LM read in the question, and why each refused one was refused.
 
     Users phrase exclusions in more ways than any list of markers ("leave X out of it", "X 就别管了",
     "除了 X 之外"), so the planner proposes them; code accepts a proposal only when it is the
-    question's own words and leaves the question something to ask about: never the only service,
-    alert or topic the question names."""
+    question's own words and leaves the question something to ask about: never one of the `targets`
+    the same LM read, and never the only service, alert or topic the question names."""
     folded = _fold(question)
     asked = _fold(EXCLUSION.sub(" ", unicodedata.normalize("NFKC", question)))
     named = {
@@ -128,13 +128,19 @@ def with_proposed_exclusions(scope: Scope, proposed: list[str], question: str,
         if term not in folded:
             refused.append(f"{topic!r} is not in the question's words")
             continue
+        if any(_fold(t).strip() and (_fold(t).strip() in term or term in _fold(t)) for t in targets):
+            refused.append(f"{topic!r} is also read as a target")
+            continue
         only = [kind for kind, names in named.items() if names and all(mentions(term, [n]) for n in names)]
         if groups and all(mentions(term, list(g)) for g in groups):
             only.append("topic")
         if only:
-            refused.append(f"{topic!r} is the question's only {' and '.join(only)}")
+            refused.append(f"{topic!r} is the question's only {' and '.join(only)} left")
             continue
         topics.append(topic)
+        # What is excluded is no longer a target: the next proposal must leave one of the rest.
+        named = {kind: [n for n in names if not mentions(term, [n])] for kind, names in named.items()}
+        groups = [g for g in groups if not mentions(term, list(g))]
     if len(topics) == len(scope.excluded_topics):
         return scope, refused
     return Scope(narrow=scope.narrow, excluded_topics=tuple(topics), excluded_terms=expand_terms(topics, catalog)), refused

@@ -469,7 +469,7 @@ class _Run:
         """The planner's plan, with the scope code read from the question: scope has one owner. The
         planner's exclusions are taken where they are the question's own words and leave it a target."""
         self.scope, refused = with_proposed_exclusions(self.scope, planned.excluded_topics, self.question,
-                                                       self.catalog)
+                                                       self.catalog, [*planned.target_services, *planned.topics])
         self.target = question_target(self.question, self.catalog).without(self.scope.excluded_terms)
         if refused:
             self.record.notes.append(Finding(rule="planner.exclusion_refused", message="; ".join(refused)))

@@ -81,3 +81,19 @@ def test_the_exclusions_a_planner_may_choose_are_the_names_the_question_spells()
     assert exclusion_candidates(question, CATALOG) == ("notification-service", "PodOOMKilled", "order-service")
     assert exclusion_candidates("除了 HikariCP 之外，只确认 order-service 是否存在 HighMemoryUsage 告警。", CATALOG) == (
         "HikariCP", "order-service", "HighMemoryUsage")
+
+
+def test_an_exclusion_the_planner_also_read_as_a_target_is_refused():
+    question = "Only confirm whether api-gateway logged failures from its user-service upstream."
+    scope, refused = with_proposed_exclusions(read_scope(question, CATALOG), ["api-gateway", "user-service"],
+                                              question, CATALOG, ["api-gateway", "user-service", "failures"])
+    assert scope.excluded_topics == ()
+    assert refused == ["'api-gateway' is also read as a target", "'user-service' is also read as a target"]
+
+
+def test_proposals_that_together_would_exclude_every_target_leave_one():
+    question = "Only confirm whether api-gateway logged failures from its user-service upstream."
+    scope, refused = with_proposed_exclusions(read_scope(question, CATALOG), ["user-service", "api-gateway"],
+                                              question, CATALOG)
+    assert scope.excluded_topics == ("user-service",)
+    assert refused == ["'api-gateway' is the question's only service left"]
