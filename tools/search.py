@@ -20,10 +20,14 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 
-# Words that describe the search rather than its target ("find the logs of ...").
+# Words that describe the search rather than its target ("find the logs of ..."), and English
+# function words, which would otherwise count as concepts a line must share.
 QUERY_STOPWORDS = frozenset(
-    "log logs logging logged alert alerts the a an of for in on and or is are was were be been any check "
-    "find search show did does do has have had there whether if only confirm please with from to by at "
+    "log logs logging logged alert alerts check find search show confirm please only whether "
+    "the a an of for in on and or is are was were be been being any did does do has have had there if with "
+    "from to by at as it its this that these those their them they we our you your i my me he she his her "
+    "which who what when where why how can could would should will may might must than then so such "
+    "about into over under again all some each both other same "
     "日志 告警 查询 检索 是否 存在 有没有 有无 相关 记录 确认 只 的 了 吗 是 有 在".split()
 )
 # How much longer a stem may be than one it begins and still be the same word.
