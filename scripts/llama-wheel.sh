@@ -10,9 +10,10 @@
 # Why no AMX: ggml's AMX kernels fault on CPUs that advertise AMX (a general protection fault on
 # `ldtilecfg` in ggml_backend_amx_mul_mat: llama.cpp issue #20824, fix pending in PR #26954; DSPy's
 # CI dropped its AMX variant for the same crash, stanfordnlp/dspy PR #10079). GGML_NATIVE compiles
-# them whenever the build CPU has AMX, so the AMX ISA is switched off in the compiler; an explicit
-# -mno-* wins over -march=native in GCC and Clang, and every other native extension (AVX2, AVX-512,
-# VNNI) stays. The engine refuses a library that reports AMX kernels (program/lm/engine.py).
+# them whenever the build CPU has AMX, so the AMX ISA is switched off in the compiler: in GCC an
+# explicit -mno-* wins over -march=native whatever the order, and every other native extension
+# (AVX2, AVX-512, VNNI) stays. The engine refuses a library that reports AMX kernels, in a child
+# process, before it runs a batch (program/lm/native.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${1:-python3}
@@ -45,7 +46,7 @@ if ! compgen -G "$dir/llama_cpp_python-*.whl" >/dev/null; then
       "$python" -m pip wheel --no-deps --no-cache-dir --no-binary llama-cpp-python -v "$pin" \
       -w "$tmp" >"$tmp/build.log" 2>&1; then
     tail -n 40 "$tmp/build.log" >&2
-    echo "building $pin failed; the whole log is above in part, and the build ran in $tmp" >&2
+    echo "building $pin failed: the last 40 lines of $tmp/build.log are above" >&2
     trap - EXIT
     exit 1
   fi
