@@ -82,12 +82,16 @@ class LlamaEngine:
         self.use_grammar = use_grammar
         self._lock = threading.Lock()
         self._llm = None
+        self._checked: str | None = None
 
     def check(self) -> str:
-        """The model file, once llama.cpp has been seen to run it in a child process (EngineUnsupported if not)."""
-        path = self.model_path or str(assemble(self.model))
-        ensure_runs(path, self.n_threads)
-        return path
+        """The model file, once llama.cpp has been seen to run it in a child process (EngineUnsupported if not).
+        Checked once per engine: the file is verified when it is first assembled or loaded, not per call."""
+        if self._checked is None:
+            path = self.model_path or str(assemble(self.model))
+            ensure_runs(path, self.n_threads)
+            self._checked = path
+        return self._checked
 
     def _load(self):
         if self._llm is None:
