@@ -24,7 +24,7 @@ from program.evidence.relevance import question_words
 from program.evidence.verdict import SECOND_LOOK_SHARE
 from tools.catalog import active_catalog
 from tools.functions import query_logs
-from tools.search import QUERY_STOPWORDS, fold
+from tools.search import QUERY_STOPWORDS, fold, named_concepts
 from tools.sources.active import active_sources
 
 QUESTIONS = Path(__file__).resolve().parent / "log_questions.json"
@@ -34,13 +34,7 @@ def substring_rule(query: str, service: str) -> list[str]:
     """The replaced rule: synonym groups as substrings, then every other word as a substring."""
     sources = active_sources()
     records = sources.logs.records()
-    remaining, groups = fold(query), []
-    named = [(t, g) for g in sources.synonyms.values() for t in g] + [(s.casefold(), (s.casefold(),))
-                                                                      for s in records.services]
-    for term, group in sorted(named, key=lambda pair: -len(pair[0])):
-        if term in remaining:
-            groups.append(group)
-            remaining = remaining.replace(term, " ")
+    groups, remaining = named_concepts(query, sources.synonyms, records.services)
     words = [w for w in re.split(r"[\s,;，；、。]+", remaining) if len(w) >= 2 and w not in QUERY_STOPWORDS]
     found = []
     for record in records.records:

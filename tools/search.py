@@ -85,7 +85,8 @@ class Query:
         return len(self.groups) + len(self.words)
 
 
-def read_query(query: str, synonyms: dict[str, tuple[str, ...]], services) -> Query:
+def named_concepts(query: str, synonyms: dict[str, tuple[str, ...]], services) -> tuple[list[tuple[str, ...]], str]:
+    """The synonym groups and service names a query names, longest term first, and the folded rest."""
     remaining = fold(query)
     groups: list[tuple[str, ...]] = []
     named = [(term, terms) for terms in synonyms.values() for term in terms]
@@ -95,6 +96,11 @@ def read_query(query: str, synonyms: dict[str, tuple[str, ...]], services) -> Qu
             if terms not in groups:
                 groups.append(terms)
             remaining = remaining.replace(term, " ")
+    return groups, remaining
+
+
+def read_query(query: str, synonyms: dict[str, tuple[str, ...]], services) -> Query:
+    groups, remaining = named_concepts(query, synonyms, services)
     kept = [w for w in words(" ".join(t for t in re.split(r"\s+", remaining) if t not in QUERY_STOPWORDS))
             if w not in QUERY_STOPWORDS and (len(w) >= 2 or not w.isascii())]
     return Query(groups=tuple(groups), words=tuple(dict.fromkeys(kept)))
