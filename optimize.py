@@ -3,10 +3,11 @@
     python optimize.py                          # record, compile, evaluate, compare, save
     python optimize.py --replay results/<run>   # re-score a run from its transcript, no model
 
-The program tuned is the executor's citation step (signatures.diagnosis.CiteEvidence), evaluated on
-recorded evidence: each devset case's gold tool calls run once through the real recorder, so one
-example costs one LM call, and the metric is the gatekeeper plus the code checks that decide
-whether a claim could be verified (devset/recorded.py). Candidates compile on the training split
+The program tuned is the pipeline's own citation module (program.lm.citation.Cite, whose one
+predictor has the signature signatures.diagnosis.CiteEvidence), evaluated on recorded evidence:
+each devset case's gold tool calls run once through the real recorder, so one example costs one
+LM call, and the metric is the checks a diagnosis runs after citation (the gatekeeper and the code
+checks that decide whether a claim could be verified; devset/recorded.py). Candidates compile on the training split
 only; every candidate is scored on both splits. The gain is the held-out score minus the
 uncompiled program's, with a paired bootstrap interval over the held-out cases as its noise; the
 chosen candidate is saved (DSPy's own save, into compiled/) only when that interval lies above
@@ -38,7 +39,6 @@ from devset.metric import check_fixture, score_run  # noqa: E402
 from devset.recorded import (  # noqa: E402
     WEIGHTS,
     CitationMetric,
-    CiteOnRecord,
     Recorded,
     output_of,
     record,
@@ -46,6 +46,7 @@ from devset.recorded import (  # noqa: E402
 )
 from program.entry.audit import AuditStore  # noqa: E402
 from program.lm.adapter import adapter_for  # noqa: E402
+from program.lm.citation import Cite  # noqa: E402
 from program.lm.compiled import compiled_dir  # noqa: E402
 from program.lm.embedding import QuestionEmbedder  # noqa: E402
 from program.lm.engine import lm_spec, resolve_lm  # noqa: E402
@@ -112,13 +113,13 @@ def evaluate(program: dspy.Module, label: str, examples: list[dspy.Example], evi
     for n, example in enumerate(examples, start=1):
         before, started = Counter.calls, time.perf_counter()
         try:
-            prediction = program(**example.inputs())
-            output, parse = output_of(prediction)
-        except Exception as exc:  # an LM error, a timeout, unparseable output: scored as no output
-            output, parse = ExecutorOutput(), ParseStatus(status="invalid", detail=f"{type(exc).__name__}: {exc}")
+            output, parse, refused = output_of(program(**example.inputs()))
+        except Exception as exc:  # a failure the module did not catch: scored as no output
+            output, parse, refused = (ExecutorOutput(), ParseStatus(status="invalid",
+                                                                    detail=f"{type(exc).__name__}: {exc}"), [])
         seconds = round(time.perf_counter() - started, 1)
         recorded = evidence[example.case_id]
-        scored = score_output(recorded, output, parse)
+        scored = score_output(recorded, output, parse, refused)
         feedback = "; ".join(([] if parse.status == "valid" else [f"executor output unusable: {parse.detail[:160]}"])
                              + scored.feedback) or "all checks passed"
         runs.append(CaseRun(example.case_id, recorded.case["family"], split_of[example.case_id], scored.score,
@@ -144,17 +145,16 @@ def bootstrap_gain(base: list[CaseRun], other: list[CaseRun], split: str = "held
 
 def compile_candidate(name: str, evidence: dict[str, Recorded], train: list[dspy.Example], args,
                       embedder: QuestionEmbedder, lm) -> tuple[dspy.Module | None, str]:
-    base = CiteOnRecord(evidence)
+    base = Cite()
     metric = CitationMetric(evidence)
     if name == "labeled":
-        student = base.deepcopy()
-        student.executor.demos = dspy.LabeledFewShot(k=args.k).compile(student.executor.deepcopy(), trainset=train).demos
-        return student, f"LabeledFewShot: {len(student.executor.demos)} gold demos from the training split"
+        student = dspy.LabeledFewShot(k=args.k).compile(base.deepcopy(), trainset=train)
+        return student, f"LabeledFewShot: {len(student.predict.demos)} gold demos from the training split"
     if name == "bootstrap":
         optimizer = dspy.BootstrapFewShot(metric=metric, metric_threshold=args.threshold, max_bootstrapped_demos=args.k,
                                           max_labeled_demos=0, max_rounds=1)
         student = optimizer.compile(base.deepcopy(), trainset=train)
-        kept = len(student.executor.demos)
+        kept = len(student.predict.demos)
         if kept == 0:
             return None, f"BootstrapFewShot: no training run reached the metric threshold {args.threshold}"
         return student, f"BootstrapFewShot: {kept} demos from the program's own runs that scored >= {args.threshold}"
@@ -168,8 +168,8 @@ def compile_candidate(name: str, evidence: dict[str, Recorded], train: list[dspy
         optimizer = dspy.GEPA(metric=metric, reflection_lm=lm, max_metric_calls=args.gepa_calls,
                               reflection_minibatch_size=3, track_stats=True, use_merge=False, seed=0)
         student = optimizer.compile(base.deepcopy(), trainset=train, valset=train[: args.gepa_val])
-        proposed = student.executor.signature.instructions
-        changed = proposed.strip() != base.executor.signature.instructions.strip()
+        proposed = student.predict.signature.instructions
+        changed = proposed.strip() != base.predict.signature.instructions.strip()
         return student, (f"GEPA, the embedded model reflecting ({args.gepa_calls} metric calls, validation on "
                          f"{args.gepa_val} training cases): "
                          + (f"its instruction is now {proposed[:300]!r}" if changed
@@ -183,8 +183,7 @@ def pipeline_comparison(label: str | None, chosen: dspy.Module | None, held_case
     store = AuditStore("sqlite://")
     programs = {"uncompiled": Diagnosis(store)}
     if chosen is not None:
-        programs[label] = Diagnosis(store)
-        programs[label].executor = chosen.executor.deepcopy()
+        programs[label] = Diagnosis(store, citation=chosen.deepcopy())
     rows = []
     for name, program in programs.items():
         for case in held_cases:
@@ -331,9 +330,8 @@ def write_report(out: Path, payload: dict, candidates: list[Candidate], gains: d
 
 
 def save_program(chosen: dspy.Module, run_id: str) -> Path:
-    """The full diagnosis program, with the chosen executor: what diagnose() loads."""
-    program = Diagnosis()
-    program.executor = chosen.executor.deepcopy()
+    """The full diagnosis program, with the chosen citation module: what diagnose() loads."""
+    program = Diagnosis(citation=chosen.deepcopy())
     directory = compiled_dir()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"diagnosis-{run_id}.json"
@@ -406,12 +404,12 @@ def main(argv: list[str] | None = None) -> int:
     with dspy.context(lm=lm, adapter=adapter_for(lm), callbacks=[*dspy.settings.callbacks, Counter()]):
         say("stage 1: the uncompiled executor (the demos it ships with)")
         baseline = Candidate("uncompiled", "the shipped instruction and demos")
-        baseline.runs = evaluate(CiteOnRecord(evidence), "uncompiled", train + held, evidence, split_of)
+        baseline.runs = evaluate(Cite(), "uncompiled", train + held, evidence, split_of)
         candidates.append(baseline)
         repeat = None
         if args.repeat_baseline:
             say("stage 1b: the uncompiled executor again, on the held-out split")
-            repeat = evaluate(CiteOnRecord(evidence), "uncompiled again", held, evidence, split_of)
+            repeat = evaluate(Cite(), "uncompiled again", held, evidence, split_of)
         for number, name in enumerate(names, start=2):
             say(f"stage {number}: compiling {name} on the training split")
             compile_started = time.perf_counter()

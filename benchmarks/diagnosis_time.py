@@ -45,7 +45,7 @@ def questions(only: str) -> list[dict]:
     # "unseen": written before the first recorded run; "fresh": written after the fixes that run prompted.
     unseen = [{**q, "set": q.get("set", "unseen")} for q in json.loads(UNSEEN.read_text(encoding="utf-8"))]
     hard = [{**q, "set": "hard"} for q in json.loads(HARD.read_text(encoding="utf-8"))]
-    return {"seed": seed, "unseen": unseen, "hard": hard, "all": seed + unseen + hard}[only]
+    return {"seed": seed, "unseen": unseen, "hard": hard, "seed+unseen": seed + unseen, "all": seed + unseen + hard}[only]
 
 
 def score(question: dict, result, store: AuditStore) -> dict:
@@ -72,6 +72,7 @@ def score(question: dict, result, store: AuditStore) -> dict:
         "claims": len(result.claims), "verified": len(verified), "forbidden_hits": forbidden, "missing_facts": missing,
         "lm_calls": sum(u.lm_calls for u in usage), "prompt_tokens": sum(u.prompt_tokens for u in usage),
         "completion_tokens": sum(u.completion_tokens for u in usage), "seconds": round(sum(u.seconds for u in usage), 1),
+        "stages": {name: u.model_dump() for name, u in result.usage.items()},
         "session_id": result.session_id, "composer": result.composer_status,
         "errors": [e.rule for e in result.errors],
         "overrides": [o.rule for o in evaluation.code_overrides] if evaluation else [],
@@ -107,8 +108,7 @@ def summary(rows: list[dict]) -> dict:
 
 def report(meta: dict, rows: list[dict], totals: dict) -> str:
     lines = [f"# Diagnosis benchmark {meta['run']}", "",
-             f"LM `{meta['lm']}`, LM cache off, {meta['mode']}, cite by choosing "
-             f"{'on' if meta.get('cite_by_choosing', True) else 'off'}. Started {meta['started']}.", "",
+             f"LM `{meta['lm']}`, LM cache off, {meta['mode']}. Started {meta['started']}.", "",
              "| set | right | unsafe PASS | gatekeeper pass |", "| --- | --- | --- | --- |"]
     for name in ("seed", "unseen", "fresh", "hard"):
         if totals.get(name):
@@ -131,11 +131,9 @@ def report(meta: dict, rows: list[dict], totals: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lm", default=EMBEDDED, help="model (default: the embedded default)")
-    parser.add_argument("--only", choices=("all", "seed", "unseen", "hard"), default="all")
+    parser.add_argument("--only", choices=("all", "seed", "unseen", "hard", "seed+unseen"), default="all")
     parser.add_argument("--out", default="results", help="folder for the run's directory")
     parser.add_argument("--replay", help="a run directory to re-score from its transcript, without the model")
-    parser.add_argument("--free-excerpts", action="store_true",
-                        help="let the executor type its excerpts instead of choosing a ref's verbatim spans")
     args = parser.parse_args(argv)
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
 
@@ -151,15 +149,14 @@ def main(argv: list[str] | None = None) -> int:
         out = Path(args.out) / run
         out.mkdir(parents=True, exist_ok=True)
         transcript = out / "transcript.jsonl"
-        meta = {"run": run, "lm": lm_spec(args.lm), "mode": "recorded", "started": datetime.now(UTC).isoformat(),
-                "cite_by_choosing": not args.free_excerpts}
+        meta = {"run": run, "lm": lm_spec(args.lm), "mode": "recorded", "started": datetime.now(UTC).isoformat()}
         asked, seconds = questions(args.only), {}
     lm = make_lm(meta["lm"], transcript, bool(args.replay))
     store = AuditStore("sqlite://")
     rows = []
     for n, question in enumerate(asked, start=1):
         started = time.perf_counter()
-        program = Diagnosis(store=store, cite_by_choosing=meta.get("cite_by_choosing", True))
+        program = Diagnosis(store=store)
         result = diagnose(question["question"], lm=lm, db=store, program=program)
         row = score(question, result, store)
         row["seconds"] = seconds.get(row["id"], round(time.perf_counter() - started, 1))

@@ -1,7 +1,8 @@
 """Gold outputs for a devset case, per stage, resolved against the evidence a run actually has.
 
 Invocation ids differ per session, so a gold citation is stored as a tool name plus a needle of ref
-text; `gold_executor_output` finds the matching ref in the observations the executor was shown.
+text; `gold_executor_output` finds the matching ref in the observations the executor was shown,
+and cites it by its label (`point=True`, the form the executor writes) or by a quoted binding.
 Used for labeled demos and by tests that script a good LM.
 """
 
@@ -10,7 +11,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from program.evidence.citations import clauses
+from tools.recorder import citation_label
+
 OBSERVATION_HEAD = re.compile(r"^#(\d+) (\w+)\((.*)\) -> (\w+)", re.MULTILINE)
+# A cited line of tools.recorder's rendering: "  #3 $.logs[1]: text" or "  #3 no-hit: message".
+CITED_LINE = re.compile(r"^\s+#(\d+) (no-hit|\$\.\w+\[\d+\]): (.*)$")
 
 
 @dataclass(frozen=True)
@@ -19,6 +25,18 @@ class Ref:
     tool_name: str
     raw_path: str | None  # None for the no-hit message of a search that found nothing
     text: str
+
+    @property
+    def label(self) -> str:
+        return citation_label(self.invocation_id, self.raw_path)
+
+    def labels_for(self, excerpt: str | None) -> list[str]:
+        """The labels that cite `excerpt` of this ref: its clauses, or the whole ref."""
+        parts = clauses(self.text)
+        chosen = [n for n, clause in enumerate(parts, start=1) if excerpt and clause and clause in excerpt]
+        if not excerpt or not chosen or len(chosen) == len(parts):
+            return [self.label]
+        return [citation_label(self.invocation_id, self.raw_path, n) for n in chosen]
 
 
 def refs_in(observations: str) -> list[Ref]:
@@ -30,14 +48,11 @@ def refs_in(observations: str) -> list[Ref]:
         if head:
             current = (int(head.group(1)), head.group(2))
             continue
-        if current is None:
+        cited = CITED_LINE.match(line)
+        if current is None or cited is None or int(cited.group(1)) != current[0]:
             continue
-        stripped = line.strip()
-        if stripped.startswith("no-hit message: "):
-            refs.append(Ref(current[0], current[1], None, stripped[len("no-hit message: "):]))
-        elif stripped.startswith("$."):
-            path, _, text = stripped.partition(": ")
-            refs.append(Ref(current[0], current[1], path, text))
+        path = None if cited.group(2) == "no-hit" else cited.group(2)
+        refs.append(Ref(current[0], current[1], path, cited.group(3)))
     return refs
 
 
@@ -69,14 +84,18 @@ def gold_tool_calls(case: dict) -> list[dict]:
     return [{k: v for k, v in call.items() if v is not None} for call in case["gold"]["tool_calls"]]
 
 
-def gold_executor_output(case: dict, observations: str) -> dict:
+def gold_executor_output(case: dict, observations: str, *, point: bool = False) -> dict:
+    """The case's gold claims on these observations; `point`: bindings are labels."""
     claims = []
     for n, spec in enumerate(case["gold"]["claims"], start=1):
         bindings = []
         for b in spec["bindings"]:
             ref = find_ref(observations, b["needle"], b["tool_name"])
-            bindings.append({"tool_name": ref.tool_name, "source_invocation_id": ref.invocation_id,
-                             "raw_path": ref.raw_path, "evidence_excerpt": b.get("excerpt") or ref.text})
+            if point:
+                bindings += [label for label in ref.labels_for(b.get("excerpt")) if label not in bindings]
+            else:
+                bindings.append({"tool_name": ref.tool_name, "source_invocation_id": ref.invocation_id,
+                                 "raw_path": ref.raw_path, "evidence_excerpt": b.get("excerpt") or ref.text})
         claims.append({"claim_id": f"claim-{n}", "claim_type": spec["claim_type"], "claim_text": spec["claim_text"],
                        "evidence_bindings": bindings})
     missing = [{"info_id": f"missing-{n}", "description": text}

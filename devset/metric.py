@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from program.evidence.gatekeeper import check
 from program.evidence.scope import mentions, read_scope
 from signatures.contracts import (
+    NARROW_MAX_CLAIMS,
+    NARROW_TYPES,
     Claim,
     DiagnosisResult,
     ExecutorOutput,
@@ -25,8 +27,6 @@ from signatures.contracts import (
 from tools.catalog import active_catalog
 
 WEIGHTS = {"verdict": 0.30, "gatekeeper": 0.20, "forbidden": 0.15, "scope": 0.10, "recall": 0.15, "facts": 0.10}
-NARROW_MAX_CLAIMS = 2
-NARROW_TYPES = ("observation", "negative_observation")
 
 
 @dataclass

@@ -1,16 +1,15 @@
-"""The executor's citation step on recorded evidence: what `optimize.py` tunes and scores.
+"""The citation step on recorded evidence: what `optimize.py` tunes and scores.
 
 Each devset case's gold tool calls are run once through the real recorder (as HolmesGPT replays
 recorded tool output), so every candidate sees the same invocations, ids and refs. The program
-under optimization is the executor alone: one LM call per example, under the same schema
-constraints the pipeline uses. Its output then goes through the real hook and gatekeeper and the
-code checks that decide whether a claim could be verified, and the metric's feedback names the
-rules that failed.
+under optimization is the pipeline's own citation module (program.lm.citation.Cite): one LM call
+per example, under the same schema constraints. Its output then goes through the same checks a
+diagnosis runs after citation (program.evidence.checks), and the metric's feedback names the rules
+that failed.
 """
 
 from __future__ import annotations
 
-from contextlib import nullcontext
 from dataclasses import dataclass
 
 import dspy
@@ -18,23 +17,20 @@ import dspy
 from devset.gold import gold_executor_output, gold_tool_calls
 from devset.metric import citation_recall, narrow_problems
 from program.entry.audit import AuditStore
-from program.evidence.hook import VerifierInputHook
+from program.evidence.checks import check_citations
 from program.evidence.relevance import Target, question_target
 from program.evidence.scope import Scope, mentions, read_scope
-from program.evidence.verdict import cited_refs, claim_blockers
-from program.lm.adapter import citation_patch, constrained
-from program.lm.engine import is_embedded
 from signatures.contracts import (
     ExecutorOutput,
+    Finding,
     GatekeeperResult,
     ParseStatus,
     PlannerOutput,
     ToolCall,
     ToolInvocation,
 )
-from signatures.demos import executor_demos
-from signatures.diagnosis import CiteEvidence
 from tools.catalog import Catalog
+from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder, render_observations
 
 WEIGHTS = {"gatekeeper": 0.25, "verifiable": 0.25, "forbidden": 0.15, "scope": 0.10, "recall": 0.15, "facts": 0.10}
@@ -56,12 +52,14 @@ class Recorded:
     names: tuple[str, ...] = ()
 
     def example(self) -> dspy.Example:
-        """The executor's inputs, and the gold output as labels (for labeled demos)."""
-        gold = gold_executor_output(self.case, self.observations)
+        """The citation module's inputs; the case id, the rendered observations and the gold output
+        in the pointing form are labels (for labeled demos and the metric)."""
+        gold = gold_executor_output(self.case, self.observations, point=True)
+        claims = [{k: v for k, v in c.items() if k != "claim_id"} for c in gold["claims"]]
         return dspy.Example(case_id=self.case["case_id"], question=self.case["question"], plan=self.plan,
-                            observations=self.observations, retry_context="none",
-                            claims=gold["claims"], hypotheses=[], missing_info=gold["missing_info"],
-                            recommended_actions=[]).with_inputs("case_id", "question", "plan", "observations",
+                            invocations=self.invocations, narrow=self.scope.narrow, observations=self.observations,
+                            retry_context="none", claims=claims, hypotheses=[], missing_info=gold["missing_info"],
+                            recommended_actions=[]).with_inputs("question", "plan", "invocations", "narrow",
                                                                 "retry_context")
 
 
@@ -88,24 +86,6 @@ def record(cases: list[dict], catalog: Catalog) -> dict[str, Recorded]:
     return recorded
 
 
-class CiteOnRecord(dspy.Module):
-    """The pipeline's executor predictor, called as the pipeline calls it, on recorded evidence."""
-
-    def __init__(self, evidence: dict[str, Recorded], *, constrain: bool | None = None):
-        super().__init__()
-        self.executor = dspy.Predict(CiteEvidence, max_tokens=900)
-        self.executor.demos = executor_demos()
-        self._evidence = evidence
-        self._constrain = constrain
-
-    def forward(self, case_id: str, question: str, plan: PlannerOutput, observations: str, retry_context: str):
-        recorded = self._evidence[case_id]
-        constrain = self._constrain if self._constrain is not None else is_embedded(dspy.settings.lm)
-        patch = citation_patch(recorded.invocations, narrow=recorded.scope.narrow) if constrain else None
-        with constrained(patch) if patch else nullcontext():
-            return self.executor(question=question, plan=plan, observations=observations, retry_context=retry_context)
-
-
 @dataclass
 class Score:
     score: float
@@ -118,18 +98,17 @@ class Score:
     feedback: list[str]
 
 
-def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus | None = None) -> Score:
-    """The gatekeeper and the code checks on one executor output, as the metric and the report see it."""
+def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus | None = None,
+                 refused: list[Finding] = ()) -> Score:
+    """The checks a diagnosis runs after citation, on one output, as the metric and the report see it."""
     case = recorded.case
-    verifier_input = VerifierInputHook(recorded.store).run(
-        session_id=recorded.session_id, original_query=case["question"], executor_output=output,
-        parse_status=parse or ParseStatus(status="valid", detail="parsed executor evidence contract"))
-    gate: GatekeeperResult = verifier_input.gatekeeper_result
-    claims = verifier_input.executor_structured_output.claims
-    cited = cited_refs(gate, recorded.invocations)
-    blockers = claim_blockers(claims, cited, recorded.target, recorded.scope.excluded_terms, recorded.names)
-    failed = {cb.claim_id for cb in gate.checked_bindings if cb.status != "pass"}
-    verifiable = [c for c in claims if c.claim_id not in failed and c.claim_id not in blockers and c.evidence_bindings]
+    checked = check_citations(
+        recorded.store, session_id=recorded.session_id, question=case["question"], output=output,
+        parse_status=parse or ParseStatus(status="valid", detail="parsed executor evidence contract"),
+        invocations=recorded.invocations, target=recorded.target, toolbox=TOOLBOX, refused=refused,
+        excluded_terms=recorded.scope.excluded_terms, names=recorded.names)
+    gate: GatekeeperResult = checked.gate
+    claims, blockers, verifiable = checked.claims, checked.blockers, checked.verifiable
     parts: dict[str, float] = {}
     feedback: list[str] = []
 
@@ -173,15 +152,9 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
                  forbidden_hits=hits, feedback=feedback)
 
 
-def output_of(prediction) -> tuple[ExecutorOutput, ParseStatus]:
-    """A prediction's executor output; one that does not fit the contract is scored as no output."""
-    try:
-        return (ExecutorOutput(claims=prediction.claims, hypotheses=prediction.hypotheses,
-                               missing_info=prediction.missing_info,
-                               recommended_actions=prediction.recommended_actions),
-                ParseStatus(status="valid", detail="parsed executor evidence contract"))
-    except Exception as exc:  # pydantic's ValidationError, or a prediction missing a field
-        return ExecutorOutput(), ParseStatus(status="invalid", detail=f"{type(exc).__name__}: {str(exc)[:200]}")
+def output_of(prediction) -> tuple[ExecutorOutput, ParseStatus, list[Finding]]:
+    """What the citation module returned: its expanded output, how it parsed, the labels it refused."""
+    return prediction.output, prediction.parse_status, list(prediction.refused)
 
 
 class CitationMetric:
@@ -192,6 +165,5 @@ class CitationMetric:
         self.evidence = evidence
 
     def __call__(self, example, prediction, trace=None, pred_name=None, pred_trace=None):
-        output, parse = output_of(prediction)
-        scored = score_output(self.evidence[example.case_id], output, parse)
+        scored = score_output(self.evidence[example.case_id], *output_of(prediction))
         return dspy.Prediction(score=scored.score, feedback="; ".join(scored.feedback) or "all checks passed")

@@ -24,6 +24,9 @@ from tools.functions import TOOLBOX
 
 EvidenceStatus = Literal["supported", "no_evidence", "failed"]
 ClaimType = Literal["observation", "negative_observation", "root_cause", "risk"]
+# A narrow question (only confirm one thing) is answered with one or two observations of these types.
+NARROW_TYPES: tuple[str, ...] = ("observation", "negative_observation")
+NARROW_MAX_CLAIMS = 2
 Severity = Literal["none", "low_confid", "reject"]
 Verdict = Literal["PASS", "LOW_CONFID", "REJECT"]
 # The language code writes its answer sentences in (program/evidence/language.py).
@@ -145,6 +148,22 @@ class Claim(Contract):
     claim_text: Text
     evidence_bindings: Annotated[list[EvidenceBinding], _at_most(MAX_ITEMS, "a binding list")] = Field(
         default_factory=list)
+
+
+# A label of the session's citation menu (program/evidence/citations.py), such as "#3 $.logs[1]".
+CitationLabel = Annotated[str, _at_most(MAX_ID_CHARS, "a citation label")]
+
+
+class ClaimDraft(Contract):
+    """A claim as the executor writes it: its type, then what it cites, then what it says. A
+    binding is a label that points at a citation, or a quoted binding from an LM that writes free
+    text. Code numbers the claims when the LM does not."""
+
+    claim_type: ClaimType
+    evidence_bindings: Annotated[list[CitationLabel | EvidenceBinding], _at_most(MAX_ITEMS, "a binding list")] = Field(
+        default_factory=list)
+    claim_text: Text
+    claim_id: Ident | None = None
 
 
 class Hypothesis(Contract):
@@ -305,6 +324,8 @@ class SelfEvaluation(Contract):
 
 class ExecutorAttempt(Contract):
     attempt: int
+    # The claims as the LM wrote them, labels and all; executor_output has them expanded.
+    drafts: list[ClaimDraft] = Field(default_factory=list)
     executor_output: ExecutorOutput | None = None
     parse_status: ParseStatus
     gatekeeper_result: GatekeeperResult

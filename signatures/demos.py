@@ -8,8 +8,16 @@ from __future__ import annotations
 
 import dspy
 
-from signatures.contracts import Claim, MissingInfo, PlannerOutput, ToolCall
-from tools.recorder import spotlight
+from signatures.contracts import (
+    ClaimDraft,
+    EvidenceRef,
+    MissingInfo,
+    PlannerOutput,
+    RetrievalDetails,
+    ToolCall,
+    ToolInvocation,
+)
+from tools.recorder import render_observations
 
 # Excerpts are quoted tool output, delimited as data like every other tool text the LM sees.
 _JUDGE_CASES = (
@@ -40,56 +48,48 @@ def judge_demos() -> list[dspy.Example]:
     ]
 
 
-_DISK_OBSERVATIONS = spotlight("""#7 query_metrics(service='checkout-service', alert_name='DiskPressure') -> supported
-  $.alerts[0]: DiskPressure firing, service=checkout-service, current=93%, threshold=85%, duration=6m; volume /var/log 40GB; samples: 88.1 -> 90.4 -> 93.0
-#8 query_logs(query='disk', service='checkout-service') -> supported
-  $.logs[0]: [10:40][WARN][checkout-service] disk usage 93% on /var/log""")
-_POOL_OBSERVATIONS = spotlight("""#4 query_logs(query='Redis 连接池', service='cart-service') -> supported
-  $.logs[0]: [09:12][ERROR][cart-service] Redis pool exhausted: could not get a resource from the pool (max 64)
-  $.logs[1]: [09:12][WARN][cart-service] Redis pool stats: active=64/64, idle=0""")
-_SEARCH_OBSERVATIONS = spotlight("""#3 query_logs(query='Elasticsearch timeout', service='search-service') -> no_evidence
-  no-hit message: 未找到匹配的日志 (no log lines matched query='Elasticsearch timeout', service='search-service', level=None)""")
+def _call(inv_id: int, tool: str, arguments: dict, refs: list[tuple[str, str]] = (), message: str = "") -> ToolInvocation:
+    return ToolInvocation(id=inv_id, session_id="demo", tool_name=tool, input=arguments, retrieval_details=RetrievalDetails(
+        evidence_status="supported" if refs else "no_evidence", message=message,
+        evidence_refs=[EvidenceRef(raw_path=path, text=text) for path, text in refs]))
+
+
+_DISK = [_call(7, "query_metrics", {"service": "checkout-service", "alert_name": "DiskPressure"}, [
+             ("$.alerts[0]", "DiskPressure firing, service=checkout-service, current=93%, threshold=85%, duration=6m; "
+                             "volume /var/log 40GB; samples: 88.1 -> 90.4 -> 93.0")]),
+         _call(8, "query_logs", {"query": "disk", "service": "checkout-service"}, [
+             ("$.logs[0]", "[10:40][WARN][checkout-service] disk usage 93% on /var/log")])]
+_POOL = [_call(4, "query_logs", {"query": "Redis 连接池", "service": "cart-service"}, [
+             ("$.logs[0]", "[09:12][ERROR][cart-service] Redis pool exhausted: could not get a resource from the pool "
+                           "(max 64)"),
+             ("$.logs[1]", "[09:12][WARN][cart-service] Redis pool stats: active=64/64, idle=0")])]
+_SEARCH = [_call(3, "query_logs", {"query": "Elasticsearch timeout", "service": "search-service"}, message=(
+    "未找到匹配的日志 (no log lines matched query='Elasticsearch timeout', service='search-service', level=None)"))]
 
 
 def executor_demos() -> list[dspy.Example]:
     """An alert, a log event that was found, and a search that found nothing, in the output shape
-    the grammar allows. Numbers in a claim are copied from its excerpts."""
-    disk = Claim(claim_id="claim-1", claim_type="observation",
-                 claim_text="checkout-service 存在 DiskPressure 告警（firing），磁盘使用率 93%。",
-                 evidence_bindings=[
-                     {"tool_name": "query_metrics", "source_invocation_id": 7, "raw_path": "$.alerts[0]",
-                      "evidence_excerpt": "DiskPressure firing, service=checkout-service, current=93%, threshold=85%, "
-                                          "duration=6m"},
-                     {"tool_name": "query_logs", "source_invocation_id": 8, "raw_path": "$.logs[0]",
-                      "evidence_excerpt": "[10:40][WARN][checkout-service] disk usage 93% on /var/log"}])
-    pool = Claim(claim_id="claim-1", claim_type="observation",
-                 claim_text="cart-service 存在 Redis 连接池耗尽日志：Redis pool exhausted，active=64/64。",
-                 evidence_bindings=[
-                     {"tool_name": "query_logs", "source_invocation_id": 4, "raw_path": "$.logs[0]",
-                      "evidence_excerpt": "[09:12][ERROR][cart-service] Redis pool exhausted: could not get a resource "
-                                          "from the pool (max 64)"},
-                     {"tool_name": "query_logs", "source_invocation_id": 4, "raw_path": "$.logs[1]",
-                      "evidence_excerpt": "[09:12][WARN][cart-service] Redis pool stats: active=64/64, idle=0"}])
-    search = Claim(claim_id="claim-1", claim_type="negative_observation",
-                   claim_text="No Elasticsearch timeout log lines were found for search-service.",
-                   evidence_bindings=[
-                       {"tool_name": "query_logs", "source_invocation_id": 3, "raw_path": None,
-                        "evidence_excerpt": "未找到匹配的日志 (no log lines matched query='Elasticsearch timeout', "
-                                            "service='search-service', level=None)"}])
+    the grammar allows: bindings point at labels. Numbers in a claim are copied from what it cites.
+    Each demo carries the calls it was shown (`invocations`) beside their rendering."""
+    disk = ClaimDraft(claim_type="observation", evidence_bindings=["#7 $.alerts[0]", "#8 $.logs[0]"],
+                      claim_text="checkout-service 存在 DiskPressure 告警（firing），磁盘使用率 93%。")
+    pool = ClaimDraft(claim_type="observation", evidence_bindings=["#4 $.logs[0]", "#4 $.logs[1]"],
+                      claim_text="cart-service 存在 Redis 连接池耗尽日志：Redis pool exhausted，active=64/64。")
+    search = ClaimDraft(claim_type="negative_observation", evidence_bindings=["#3 no-hit"],
+                        claim_text="No Elasticsearch timeout log lines were found for search-service.")
+    cases = [
+        ("只确认 checkout-service 是否存在 DiskPressure 告警", ["checkout-service"], ["DiskPressure"], _DISK, disk,
+         [MissingInfo(info_id="missing-1", description="磁盘增长的原因未知，需要查看 /var/log 下的文件。")]),
+        ("确认 cart-service 是否存在 Redis 连接池耗尽。", ["cart-service"], ["Redis 连接池耗尽"], _POOL, pool, []),
+        ("Does search-service log Elasticsearch timeouts?", ["search-service"], ["Elasticsearch 超时"], _SEARCH, search,
+         []),
+    ]
     return [
-        dspy.Example(question="只确认 checkout-service 是否存在 DiskPressure 告警", retry_context="none",
-                     plan=PlannerOutput(scope="narrow", target_services=["checkout-service"], topics=["DiskPressure"]),
-                     observations=_DISK_OBSERVATIONS, claims=[disk], hypotheses=[],
-                     missing_info=[MissingInfo(info_id="missing-1", description="磁盘增长的原因未知，需要查看 /var/log 下的文件。")],
-                     recommended_actions=[]).with_inputs("question", "plan", "observations", "retry_context"),
-        dspy.Example(question="确认 cart-service 是否存在 Redis 连接池耗尽。", retry_context="none",
-                     plan=PlannerOutput(scope="narrow", target_services=["cart-service"], topics=["Redis 连接池耗尽"]),
-                     observations=_POOL_OBSERVATIONS, claims=[pool], hypotheses=[], missing_info=[],
-                     recommended_actions=[]).with_inputs("question", "plan", "observations", "retry_context"),
-        dspy.Example(question="Does search-service log Elasticsearch timeouts?", retry_context="none",
-                     plan=PlannerOutput(scope="narrow", target_services=["search-service"], topics=["Elasticsearch 超时"]),
-                     observations=_SEARCH_OBSERVATIONS, claims=[search], hypotheses=[], missing_info=[],
-                     recommended_actions=[]).with_inputs("question", "plan", "observations", "retry_context"),
+        dspy.Example(question=question, retry_context="none", invocations=calls,
+                     plan=PlannerOutput(scope="narrow", target_services=services, topics=topics),
+                     observations=render_observations(calls), claims=[claim], hypotheses=[], missing_info=missing,
+                     recommended_actions=[]).with_inputs("question", "plan", "observations", "retry_context")
+        for question, services, topics, calls, claim, missing in cases
     ]
 
 

@@ -79,7 +79,7 @@ def test_optimize_saves_a_program_that_beats_the_noise_and_diagnose_uses_it(run_
     plain = diagnose(HELD_OUT_QUESTION, lm=lm, db=store, compiled=False)
     assert compiled.verdict == "PASS" and plain.verdict == "REJECT"
     train = {c["question"] for c in DEVSET if c["split"] == "train"}
-    demos = load_program(store).executor.demos
+    demos = load_program(store).executor.predict.demos
     assert demos and all(demo["question"] in train for demo in demos)
 
 

@@ -95,16 +95,26 @@ class ToolInvocationRecorder:
         return invocation
 
 
+def citation_label(invocation_id: int, raw_path: str | None, clause: int | None = None) -> str:
+    """The label an LM cites by: `#3 $.logs[1]` is that ref, `#3 $.logs[1] §2` its second clause,
+    `#3 no-hit` the message of a search that found nothing."""
+    if raw_path is None:
+        return f"#{invocation_id} no-hit"
+    return f"#{invocation_id} {raw_path}" + (f" §{clause}" if clause else "")
+
+
 def render_observation(invocation: ToolInvocation) -> str:
-    """What the LM sees of one call: its id, arguments, status, and every `raw_path: text` to cite."""
+    """What the LM sees of one call: its id, arguments, status, and each ref or no-hit message
+    after the label that cites it."""
     args = ", ".join(f"{k}={v!r}" for k, v in invocation.input.items())
     details = invocation.retrieval_details
     head = f"#{invocation.id} {invocation.tool_name}({args}) -> {details.evidence_status}"
     if details.evidence_status == "failed":
         return f"{head}: {details.message}"
     if details.evidence_status == "no_evidence":
-        return f"{head}\n  no-hit message: {details.message}"
-    return "\n".join([head, *(f"  {ref.raw_path}: {ref.text}" for ref in details.evidence_refs)])
+        return f"{head}\n  {citation_label(invocation.id, None)}: {details.message}"
+    return "\n".join([head, *(f"  {citation_label(invocation.id, ref.raw_path)}: {ref.text}"
+                              for ref in details.evidence_refs)])
 
 
 def spotlight(body: str) -> str:

@@ -16,6 +16,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from program.entry.audit import AuditStore, AuditStoreError
+from program.evidence.gatekeeper import UNKNOWN_LABEL
 from signatures.contracts import DiagnosisResult, DiagnosisSession
 
 STAGE_LABELS = {
@@ -140,8 +141,12 @@ def print_audit(console: Console, record: DiagnosisSession, invocations) -> None
         for cb in gate.checked_bindings:
             by_owner.setdefault(cb.claim_id or f"action {cb.action_id}", []).append(cb)
         claims = attempt.executor_output.claims if attempt.executor_output else []
-        for claim in claims:
+        for number, claim in enumerate(claims):
             console.print(f"  claim {claim.claim_id} ({claim.claim_type}): {claim.claim_text}")
+            labels = [b for b in attempt.drafts[number].evidence_bindings
+                      if isinstance(b, str)] if number < len(attempt.drafts) else []
+            if labels:
+                console.print(f"    pointed at: {', '.join(labels)}")
             for cb in by_owner.pop(claim.claim_id, []):
                 console.print(f"    cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: {cb.evidence_excerpt!r}")
                 if cb.status == "pass":
@@ -152,7 +157,8 @@ def print_audit(console: Console, record: DiagnosisSession, invocations) -> None
             for cb in cbs:
                 console.print(f"  {owner} cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: {cb.status} {cb.rule or ''}")
         for finding in gate.errors:
-            if finding.binding_index is None:
+            # A refused label has no checked binding to be shown with.
+            if finding.binding_index is None or finding.rule == UNKNOWN_LABEL:
                 console.print(f"  [red]{finding.rule}[/]: {finding.message}")
         for warning in gate.warnings:
             console.print(f"  [yellow]{warning.rule}[/]: {warning.message}")

@@ -36,6 +36,8 @@ from signatures.contracts import (
 from tools.declaration import LOCATOR, Toolbox
 from tools.functions import TOOLBOX
 
+# A label that names no citation of the session: the pointing form of a fabricated citation.
+UNKNOWN_LABEL = "evidence.unknown_label"
 REJECT_RULES = frozenset(
     {
         "evidence.invocation_ref",
@@ -43,6 +45,7 @@ REJECT_RULES = frozenset(
         "evidence.tool_name",
         "evidence.raw_path",
         "evidence.excerpt_mismatch",
+        UNKNOWN_LABEL,
     }
 )
 
@@ -173,7 +176,8 @@ def check(
 ) -> GatekeeperResult:
     """Check every binding. `invocations` may include other sessions' calls (to tell foreign from
     unknown ids); `backfilled` names (owner_id, binding_index) pairs the hook filled in;
-    `prior_errors` carries low-confidence findings from parsing (e.g. malformed executor output)."""
+    `prior_errors` carries findings from before the check: malformed executor output (low
+    confidence), labels that name no citation (reject)."""
     by_id = dict(invocations) if isinstance(invocations, Mapping) else {inv.id: inv for inv in invocations}
     ctx = _Context(
         session_id=session_id,

@@ -71,7 +71,9 @@ class VerifierInputHook:
         executor_output: ExecutorOutput,
         parse_status: ParseStatus,
         retry_context: RetryContext | None = None,
+        prior_errors: Iterable[Finding] = (),
     ) -> VerifierInput:
+        """`prior_errors`: what was found before the gatekeeper ran (labels that name no citation)."""
         session_invocations = self.store.list_invocations(session_id)
         patched, filled, warnings = backfill(executor_output, session_invocations)
         cited = {
@@ -82,7 +84,7 @@ class VerifierInputHook:
         }
         known = {inv.id: inv for inv in session_invocations}
         known.update(self.store.get_invocations(cited - known.keys()))
-        prior_errors = []
+        prior_errors = list(prior_errors)
         if parse_status.status != "valid":
             prior_errors.append(
                 Finding(

@@ -1,7 +1,7 @@
-"""Salvage an executor output from LM text that did not parse as a whole.
+"""Salvage the executor's output from LM text that did not parse as a whole.
 
-Each claim, hypothesis, gap and action is validated on its own; the valid ones are kept and the
-rest are named in the parse status. Anything dropped makes the output "repaired", which the
+Each claim draft, hypothesis, gap and action is validated on its own; the valid ones are kept and
+the rest are named in the parse status. Anything dropped makes the output "repaired", which the
 gatekeeper treats as low confidence: malformed output never passes, and nothing valid is lost.
 """
 
@@ -13,8 +13,8 @@ from typing import Any
 from pydantic import BaseModel, ValidationError
 
 from signatures.contracts import (
-    Claim,
-    ExecutorOutput,
+    ClaimDraft,
+    EvidenceBinding,
     Hypothesis,
     MissingInfo,
     ParseStatus,
@@ -22,7 +22,7 @@ from signatures.contracts import (
 )
 
 FIELDS: dict[str, type[BaseModel]] = {
-    "claims": Claim,
+    "claims": ClaimDraft,
     "hypotheses": Hypothesis,
     "missing_info": MissingInfo,
     "recommended_actions": RecommendedAction,
@@ -46,8 +46,6 @@ def _strip_unknown(model: type[BaseModel], item: dict) -> dict:
     known = set(model.model_fields)
     cleaned = {k: v for k, v in item.items() if k in known}
     if "evidence_bindings" in cleaned and isinstance(cleaned["evidence_bindings"], list):
-        from signatures.contracts import EvidenceBinding
-
         allowed = set(EvidenceBinding.model_fields)
         cleaned["evidence_bindings"] = [
             {k: v for k, v in b.items() if k in allowed} if isinstance(b, dict) else b
@@ -56,11 +54,15 @@ def _strip_unknown(model: type[BaseModel], item: dict) -> dict:
     return cleaned
 
 
-def salvage_executor_output(text: str | None) -> tuple[ExecutorOutput, ParseStatus]:
+def salvage_executor_output(text: str | None, expected: tuple[str, ...] = tuple(FIELDS)) -> tuple[dict[str, list],
+                                                                                                ParseStatus]:
+    """Every field's valid items (claims as drafts, whose labels are still to be expanded);
+    `expected` are the fields the LM was asked for."""
     data = _load(text or "")
     if not isinstance(data, dict):
         snippet = (text or "")[:200]
-        return ExecutorOutput(), ParseStatus(status="invalid", detail=f"no JSON object in LM output: {snippet!r}")
+        return {name: [] for name in FIELDS}, ParseStatus(status="invalid",
+                                                           detail=f"no JSON object in LM output: {snippet!r}")
     kept: dict[str, list] = {}
     problems: list[str] = []
     for name, model in FIELDS.items():
@@ -84,10 +86,10 @@ def salvage_executor_output(text: str | None) -> tuple[ExecutorOutput, ParseStat
                     first_error = exc.errors()[0]
             where = ".".join(str(p) for p in first_error.get("loc", ()))
             problems.append(f"{name}[{i}] dropped: {where or 'item'}: {first_error.get('msg')}")
-    missing = [name for name in FIELDS if name not in data]
+    missing = [name for name in expected if name not in data]
     if missing:
         problems.append(f"missing field(s) {', '.join(missing)}")
     # The adapter already refused this text, so even a clean salvage is not a valid output.
-    return ExecutorOutput(**kept), ParseStatus(
+    return kept, ParseStatus(
         status="repaired", detail="; ".join(problems) or "the adapter could not parse it; every item was recovered"
     )

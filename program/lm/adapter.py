@@ -5,10 +5,11 @@ can only produce what the schema allows. Narrowing the schema per call is the st
 against invented citations: the executor may only pick (tool_name, invocation id, raw_path)
 triples that exist in this session, and the tool step only real service and alert names.
 
-Cite by choosing, not by writing: under constraints, a binding's excerpt is chosen from the
-verbatim spans of its ref (the whole text and its clauses), as Anthropic's Citations API lets the
-model point at a passage instead of typing it. The gatekeeper still checks every quote: it is the
-assertion for every LM, including hosted ones that cannot be constrained.
+Cite by pointing, not by writing: under constraints, a binding is one label of the session's
+citation menu (program/evidence/citations.py), and code writes the quote it names, as Anthropic's
+Citations API lets the model point at a passage instead of typing it. The gatekeeper still checks
+every expanded binding: it is the assertion for every LM, including hosted ones that cannot be
+constrained and may quote instead.
 
 ``compact=True`` drops the JSON schemas from the system prompt (the decoder enforces them anyway),
 which shortens prompts for small local models.
@@ -18,17 +19,18 @@ from __future__ import annotations
 
 import copy
 import json
-import re
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import get_args
 
 import dspy
 from dspy.adapters.utils import serialize_for_json
 from pydantic import BaseModel
 
-from program.evidence.matching import match_excerpt
-from signatures.contracts import ToolCallContract, ToolInvocation
+from program.evidence.citations import Menu
+from tools.recorder import citation_label
+from signatures.contracts import NARROW_MAX_CLAIMS, NARROW_TYPES, ClaimDraft, ClaimType, ToolCallContract
 from tools.catalog import Catalog
 from tools.declaration import Toolbox
 
@@ -36,10 +38,7 @@ SchemaPatch = Callable[[dict], dict]
 _patch: ContextVar[SchemaPatch | None] = ContextVar("schema_patch", default=None)
 TEXT_MAX_CHARS = 200
 QUERY_MAX_CHARS = 80
-NARROW_MAX_CLAIMS = 2
 BROAD_MAX_CLAIMS = 4
-# Clause boundaries inside a ref: "HighMemoryUsage firing, ...; JVM heap usage 3.8GB/4GB; ...".
-CLAUSE = re.compile(r"\s*[;；]\s*")
 
 
 @contextmanager
@@ -82,10 +81,13 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
 
 
 def _as_emitted(value):
-    """A demo value as the grammar lets the model write it: a tool call carries only its own arguments."""
+    """A demo value as the grammar lets the model write it: a tool call carries only its own
+    arguments, and a claim the LM did not number carries no claim_id."""
     if isinstance(value, list) and value and all(isinstance(v, ToolCallContract) for v in value):
         return [{"tool_name": v.tool_name, **{k: getattr(v, k, None) for k in v.toolbox.get(v.tool_name).lm_arguments}}
                 for v in value]
+    if isinstance(value, list) and value and all(isinstance(v, ClaimDraft) for v in value):
+        return [v.model_dump(exclude={"claim_id"} if v.claim_id is None else set()) for v in value]
     return value
 
 
@@ -114,59 +116,55 @@ def _set_lengths(schema: dict, max_items: dict[str, int]) -> None:
                 stack.extend(v for v in value if isinstance(v, dict))
 
 
-def ref_spans(text: str) -> list[str]:
-    """The verbatim spans a binding may quote from one ref: the whole text, then each clause that
-    the gatekeeper itself would accept as an excerpt of it."""
-    spans = [text]
-    for clause in CLAUSE.split(text):
-        if clause and clause not in spans and match_excerpt(clause, text).ok:
-            spans.append(clause)
-    return spans
+def _claim_branch(claim_type: str, labels: list[str]) -> dict:
+    """A claim of one type that may cite only these labels: its type first, then what it cites,
+    then what it says."""
+    return {
+        "type": "object",
+        "properties": {
+            "claim_type": {"const": claim_type},
+            # Bindings are unlimited by design; 8 only stops a looping model and is above every gold case.
+            "evidence_bindings": {"type": "array", "items": {"enum": labels}, "minItems": 1, "maxItems": 8},
+            "claim_text": {"type": "string", "maxLength": TEXT_MAX_CHARS},
+        },
+        "required": ["claim_type", "evidence_bindings", "claim_text"],
+        "additionalProperties": False,
+    }
 
 
-def citation_options(invocations: list[ToolInvocation]) -> list[tuple[str, int, str | None, list[str]]]:
-    """Every (tool, invocation id, raw_path, spans) a binding may name; raw_path None is a no-hit."""
-    options = []
-    for inv in invocations:
-        details = inv.retrieval_details
-        for ref in details.evidence_refs:
-            options.append((inv.tool_name, inv.id, ref.raw_path, ref_spans(ref.text)))
-        if details.evidence_status == "no_evidence" and details.message:
-            options.append((inv.tool_name, inv.id, None, [details.message]))
-    return options
-
-
-def citation_patch(invocations: list[ToolInvocation], *, narrow: bool = False, choose: bool = True) -> SchemaPatch:
-    """Evidence bindings may only name citations that exist in this session. With `choose`, the excerpt
-    is one of the ref's verbatim spans; without, it is free text no longer than the longest ref (a
-    shorter cap cut whole-ref quotes in the middle of a number)."""
-    options = citation_options(invocations)
-    longest = max((len(span) for *_, spans in options for span in spans), default=TEXT_MAX_CHARS)
+def citation_patch(menu: Menu, *, narrow: bool = False) -> SchemaPatch:
+    """Claims follow the evidence: a binding is one label of this session's menu; an observation
+    (or, broad, a root cause or risk) cites only refs, a negative_observation only no-hits, and a
+    claim type whose citations the session lacks is not offered. A narrow question gets one or two
+    claims. An action's bindings may only name real refs and no-hits."""
+    types = NARROW_TYPES if narrow else get_args(ClaimType)
+    branches = [_claim_branch(t, labels) for t in types
+                if (labels := menu.no_hits if t == "negative_observation" else menu.hits)]
+    # Ref text never goes into the grammar (llama.cpp's converter cannot parse every quote in a
+    # literal); the gatekeeper checks the excerpt. A cap below the longest ref would cut whole-ref
+    # quotes in the middle of a number.
+    longest = max((len(c.excerpt) for c in menu.citations.values()), default=TEXT_MAX_CHARS)
+    actions = [{
+        "type": "object",
+        "properties": {"tool_name": {"const": c.tool_name}, "source_invocation_id": {"const": c.invocation_id},
+                       "raw_path": {"const": c.raw_path} if c.hit else {"type": "null"},
+                       "evidence_excerpt": {"type": "string", "maxLength": longest}},
+        "required": ["tool_name", "source_invocation_id", "raw_path", "evidence_excerpt"],
+        "additionalProperties": False,
+    } for c in menu.citations.values() if c.label == citation_label(c.invocation_id, c.raw_path)]
 
     def patch(schema: dict) -> dict:
-        # Bindings are unlimited by design; 8 only stops a looping model and is above every gold case.
         # missing_info is not limited (the design says so); the token budget bounds it.
         _set_lengths(schema, {"claims": NARROW_MAX_CLAIMS if narrow else BROAD_MAX_CLAIMS, "evidence_bindings": 8,
                               "hypotheses": 1, "recommended_actions": 1, "basis_claim_ids": 2})
+        claims = schema.get("properties", {}).get("claims")
+        if narrow and claims is not None:
+            claims["minItems"] = 1
         defs = schema.get("$defs", {})
-        if options and "EvidenceBinding" in defs:
-            defs["EvidenceBinding"] = {
-                "anyOf": [
-                    {
-                        "type": "object",
-                        "properties": {
-                            "tool_name": {"const": tool},
-                            "source_invocation_id": {"const": inv_id},
-                            "raw_path": {"const": path} if path else {"type": "null"},
-                            "evidence_excerpt": {"enum": spans} if choose else {"type": "string",
-                                                                                 "maxLength": longest},
-                        },
-                        "required": ["tool_name", "source_invocation_id", "raw_path", "evidence_excerpt"],
-                        "additionalProperties": False,
-                    }
-                    for tool, inv_id, path, spans in options
-                ]
-            }
+        if branches and "ClaimDraft" in defs:
+            defs["ClaimDraft"] = {"anyOf": branches}
+        if actions and "EvidenceBinding" in defs:
+            defs["EvidenceBinding"] = {"anyOf": actions}
         return schema
 
     return patch

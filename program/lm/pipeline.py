@@ -20,16 +20,13 @@ from dspy.utils.callback import BaseCallback
 
 from program.entry.audit import AuditStore, this_process
 from program.evidence.answer import deterministic_answer, fact_line, scan_answer
-from program.evidence.hook import VerifierInputHook
+from program.evidence.checks import Checked, check_citations
 from program.evidence.language import question_language, say
-from program.evidence.parsing import salvage_executor_output
 from program.evidence.relevance import question_target, question_words
 from program.evidence.scope import exclusion_candidates, mentions, read_scope, with_proposed_exclusions
 from program.evidence.verdict import (
     SECOND_LOOK_SHARE,
     CitedRef,
-    cited_refs,
-    claim_blockers,
     enforce,
     ranked_lines,
     second_look_blocker,
@@ -37,14 +34,14 @@ from program.evidence.verdict import (
 from program.lm.adapter import (
     chain,
     choices_patch,
-    citation_patch,
     constrained,
     drop_properties,
     length_patch,
     tool_call_patch,
 )
+from program.lm.citation import Cite
 from program.lm.engine import is_embedded, preflight
-from program.lm.native import EngineUnsupported
+from program.lm.stage_errors import stage_error
 from signatures.contracts import (
     Claim,
     ClaimJudgement,
@@ -52,20 +49,16 @@ from signatures.contracts import (
     DiagnosisResult,
     DiagnosisSession,
     ExecutorAttempt,
-    ExecutorOutput,
     Finding,
     Language,
-    ParseStatus,
     PlannerOutput,
     RetryContext,
     SelfEvaluation,
     StageUsage,
-    VerifierInput,
     tool_call_contract,
 )
-from signatures.demos import executor_demos, judge_demos, planner_demos
+from signatures.demos import judge_demos, planner_demos
 from signatures.diagnosis import (
-    CiteEvidence,
     ComposeAnswer,
     GatherEvidence,
     JudgeClaim,
@@ -96,29 +89,14 @@ class _CallCounter(BaseCallback):
 CALL_COUNTER = _CallCounter()
 
 
-def _is_connection_error(exc: BaseException) -> bool:
-    text = f"{type(exc).__name__} {exc}".lower()
-    return any(k in text for k in ("connection", "connect", "unreachable", "timed out", "timeout", "apiconnection",
-                                   "name resolution", "refused"))
-
-
-def _stage_error(stage: str, exc: BaseException) -> Finding:
-    if isinstance(exc, dspy.AdapterParseError):
-        return Finding(rule=f"lm.{stage}.unparseable", message=f"{stage} output did not parse: {str(exc)[:300]}")
-    if isinstance(exc, EngineUnsupported):
-        return Finding(rule=exc.rule, message=str(exc))
-    rule = "lm.unreachable" if _is_connection_error(exc) else f"lm.{stage}.error"
-    return Finding(rule=rule, message=f"{stage} LM call failed: {type(exc).__name__}: {str(exc)[:300]}")
-
-
-
 class Diagnosis(dspy.Module):
     """Planner (with the first tool calls) -> more tool rounds for broad questions -> executor
     citations -> hook and gatekeeper -> code checks -> verifier, one claim at a time -> composer."""
 
     def __init__(self, store: AuditStore | None = None, *, max_tool_rounds: int = 2, max_calls_per_round: int = 4,
-                 max_executor_attempts: int = 2, constrain: bool | None = None, cite_by_choosing: bool = True,
+                 max_executor_attempts: int = 2, constrain: bool | None = None, citation: Cite | None = None,
                  toolbox: Toolbox = TOOLBOX):
+        """citation: the citation step to run (optimize.py passes the one it compiled)."""
         super().__init__()
         # The declared tools: what the planner is told about and may call, and what the checks know.
         self.toolbox = toolbox
@@ -126,8 +104,7 @@ class Diagnosis(dspy.Module):
         self.planner = dspy.Predict(for_toolbox(PlanDiagnosis, toolbox), max_tokens=300)
         self.planner.demos = planner_demos()
         self.gather = dspy.Predict(for_toolbox(GatherEvidence, toolbox), max_tokens=250)
-        self.executor = dspy.Predict(CiteEvidence, max_tokens=900)
-        self.executor.demos = executor_demos()
+        self.executor = citation or Cite()
         self.verifier = dspy.Predict(JudgeClaim, max_tokens=120)
         self.verifier.demos = judge_demos()
         self.composer = dspy.Predict(ComposeAnswer, max_tokens=250)
@@ -138,8 +115,6 @@ class Diagnosis(dspy.Module):
         self.progress = None  # optional callable(stage_name) for a UI
         # Narrow each response schema to real citations and names; None: only for the embedded model.
         self.constrain = constrain
-        # Under constraints, an excerpt is chosen from its ref's verbatim spans rather than typed.
-        self.cite_by_choosing = cite_by_choosing
 
     def _constraining(self) -> bool:
         if self.constrain is not None:
@@ -203,9 +178,9 @@ class Diagnosis(dspy.Module):
         run.store.save_session(run.record)
         self._plan(run)
         self._gather(run)
-        verifier_input = self._cite_and_check(run)
-        evaluation, claim_results = self._verify(run, verifier_input)
-        composer = self._compose(run, evaluation.verdict, claim_results, verifier_input)
+        checked = self._cite_and_check(run)
+        evaluation, claim_results = self._verify(run, checked)
+        composer = self._compose(run, evaluation.verdict, claim_results, checked)
         return run.finish(evaluation, claim_results, composer)
 
     def _plan(self, run: _Run) -> None:
@@ -225,7 +200,7 @@ class Diagnosis(dspy.Module):
             run.use_plan(pred.plan)
             calls = list(pred.tool_calls)
         except Exception as exc:
-            run.errors.append(_stage_error("planner", exc))
+            run.errors.append(stage_error("planner", exc))
         run.record.planner_output = run.plan
         # Alerts first: the executor quotes the observations in order, and the alert is the primary evidence.
         self._call_tools(run, [*self._named_alert_calls(run, calls), *calls])
@@ -262,7 +237,7 @@ class Diagnosis(dspy.Module):
                     calls = self.gather(question=run.question, plan=run.plan,
                                         observations=render_observations(run.recorder.invocations)).tool_calls
             except Exception as exc:
-                run.errors.append(_stage_error("executor_tools", exc))
+                run.errors.append(stage_error("executor_tools", exc))
                 return
             if not self._call_tools(run, calls):
                 return
@@ -290,63 +265,44 @@ class Diagnosis(dspy.Module):
             run.recorder.call(call.tool_name, **call.arguments())
         return bool(fresh)
 
-    def _cite_and_check(self, run: _Run) -> VerifierInput:
-        """Executor citations, then the hook; one bounded retry after a gatekeeper reject."""
-        hook = VerifierInputHook(run.store, self.toolbox)
+    def _cite_and_check(self, run: _Run) -> Checked:
+        """Executor citations, then the checks that follow them; one bounded retry after a gatekeeper reject."""
         retry_context: RetryContext | None = None
         for attempt in range(1, self.max_executor_attempts + 1):
-            output, parse_status = self._cite(run, retry_context)
-            verifier_input = hook.run(session_id=run.session_id, original_query=run.question, executor_output=output,
-                                      parse_status=parse_status, retry_context=retry_context)
-            gate = verifier_input.gatekeeper_result
-            run.record.executor_attempts.append(ExecutorAttempt(attempt=attempt, executor_output=output,
-                                                                parse_status=parse_status, gatekeeper_result=gate,
-                                                                retry_context=retry_context))
-            if gate.severity != "reject":
+            retry_text = "none" if retry_context is None else retry_context.model_dump_json()
+            with self._stage(run.usage, "executor"):
+                cited = self.executor(question=run.question, plan=run.plan, invocations=run.recorder.invocations,
+                                      narrow=run.scope.narrow, retry_context=retry_text,
+                                      constrain=self._constraining())
+            if cited.error is not None:
+                run.errors.append(cited.error)
+            checked = check_citations(
+                run.store, session_id=run.session_id, question=run.question, output=cited.output,
+                parse_status=cited.parse_status, invocations=run.recorder.invocations, target=run.target,
+                toolbox=self.toolbox, refused=cited.refused, excluded_terms=run.scope.excluded_terms,
+                names=run.catalog.names, retry_context=retry_context)
+            run.record.executor_attempts.append(ExecutorAttempt(
+                attempt=attempt, drafts=cited.drafts, executor_output=cited.output, parse_status=cited.parse_status,
+                gatekeeper_result=checked.gate, retry_context=retry_context))
+            if checked.gate.severity != "reject":
                 break
-            retry_context = RetryContext(attempt=attempt, failed_rules=gate.failed_rules, errors=gate.errors)
-        run.record.executor_output = verifier_input.executor_structured_output
-        run.record.tool_trace_summary = verifier_input.tool_trace_summary
-        return verifier_input
+            retry_context = RetryContext(attempt=attempt, failed_rules=checked.gate.failed_rules,
+                                         errors=checked.gate.errors)
+        run.record.executor_output = checked.verifier_input.executor_structured_output
+        run.record.tool_trace_summary = checked.verifier_input.tool_trace_summary
+        run.cited = checked.cited
+        return checked
 
-    def _cite(self, run: _Run, retry_context: RetryContext | None) -> tuple[ExecutorOutput, ParseStatus]:
-        if not run.recorder.invocations:
-            # Nothing was gathered, so nothing can be cited: asking the LM would only invite invention.
-            run.errors.append(Finding(rule="executor.no_evidence_gathered",
-                                      message="no tool call was made, so the executor had nothing to cite"))
-            return ExecutorOutput(), ParseStatus(status="valid", detail="no evidence gathered; executor not called")
-        retry_text = "none" if retry_context is None else retry_context.model_dump_json()
-        patch = citation_patch(run.recorder.invocations, narrow=run.scope.narrow, choose=self.cite_by_choosing)
-        try:
-            with self._stage(run.usage, "executor"), self._patch(patch):
-                pred = self.executor(question=run.question, plan=run.plan,
-                                     observations=render_observations(run.recorder.invocations), retry_context=retry_text)
-            return (ExecutorOutput(claims=pred.claims, hypotheses=pred.hypotheses, missing_info=pred.missing_info,
-                                   recommended_actions=pred.recommended_actions),
-                    ParseStatus(status="valid", detail="parsed executor evidence contract"))
-        except dspy.AdapterParseError as exc:
-            run.errors.append(_stage_error("executor", exc))
-            return salvage_executor_output(exc.lm_response)
-        except Exception as exc:
-            run.errors.append(_stage_error("executor", exc))
-            return ExecutorOutput(), ParseStatus(status="invalid", detail=f"executor LM call failed: {type(exc).__name__}")
-
-    def _verify(self, run: _Run, verifier_input: VerifierInput):
+    def _verify(self, run: _Run, checked: Checked):
         """Code checks first; the verifier LM judges only claims that code could still verify."""
-        gate = verifier_input.gatekeeper_result
-        claims = verifier_input.executor_structured_output.claims
-        run.cited = cited_refs(gate, run.recorder.invocations, self.toolbox)
-        blockers = claim_blockers(claims, run.cited, run.target, run.scope.excluded_terms, run.catalog.names)
-        failed = {cb.claim_id for cb in gate.checked_bindings if cb.status != "pass"}
+        gate, claims, blockers = checked.gate, checked.claims, checked.blockers
         if gate.severity == "none":
-            self._second_look(run, [c for c in claims if c.claim_id not in blockers and c.claim_id not in failed],
+            self._second_look(run, [c for c in claims if c.claim_id not in blockers and c.claim_id not in checked.failed],
                               blockers)
         judgements: dict[str, ClaimJudgement] = {}
         verifier_ran = False
         if gate.severity == "none":
-            for claim in claims:
-                if claim.claim_id in blockers or claim.claim_id in failed or not claim.evidence_bindings:
-                    continue
+            for claim in checked.verifiable:
                 verifier_ran = True
                 judgement = self._judge(run, claim)
                 if judgement is not None:
@@ -397,18 +353,18 @@ class Diagnosis(dspy.Module):
                 pred = self.verifier(question=run.question, claim=f"{claim.claim_type}: {claim.claim_text}",
                                      excerpts=[b.evidence_excerpt for b in claim.evidence_bindings])
         except Exception as exc:
-            run.errors.append(_stage_error("verifier", exc))
+            run.errors.append(stage_error("verifier", exc))
             return None
         return ClaimJudgement(claim_id=claim.claim_id, verdict=JUDGEMENT_VERDICT[pred.judgement],
                               judgement=pred.judgement, reason=pred.reason)
 
-    def _compose(self, run: _Run, verdict: str, claim_results, verifier_input: VerifierInput) -> ComposerOutput:
-        output = verifier_input.executor_structured_output
+    def _compose(self, run: _Run, verdict: str, claim_results, checked: Checked) -> ComposerOutput:
+        output = checked.verifier_input.executor_structured_output
         verified = [r.claim for r in claim_results if r.verification_status == "verified"]
         not_verified = [r.claim for r in claim_results if r.verification_status != "verified"]
         no_hits = {cid: [ref.searched for ref in refs if ref.no_hit] for cid, refs in run.cited.items()}
         fallback = deterministic_answer(verdict, verified, output.missing_info,
-                                        verifier_input.gatekeeper_result.failed_rules, run.scope.excluded_terms,
+                                        checked.gate.failed_rules, run.scope.excluded_terms,
                                         no_hits, language=run.language, possible_matches=run.possible_matches)
         if verdict != "PASS" or all(c.claim_type == "negative_observation" for c in verified):
             # Nothing positive to phrase: the deterministic answer says exactly what was and was not found.
@@ -424,7 +380,7 @@ class Diagnosis(dspy.Module):
                                        hypotheses=[h.hypothesis_text for h in output.hypotheses],
                                        missing_info=[m.description for m in output.missing_info]).answer
         except Exception as exc:
-            finding = _stage_error("composer", exc)
+            finding = stage_error("composer", exc)
             run.errors.append(finding)
             return ComposerOutput(status="fallback", user_facing_answer=fallback, reasons=[finding.message])
         ref_texts = [ref.text for inv in run.recorder.invocations for ref in inv.retrieval_details.evidence_refs]

@@ -23,7 +23,7 @@ def test_six_cases_load_with_every_field():
 
 def test_gold_needs_its_evidence():
     with pytest.raises(GoldUnavailable):
-        find_ref("#1 query_logs(query='x') -> no_evidence\n  no-hit message: nothing", "HikariPool-1")
+        find_ref("#1 query_logs(query='x') -> no_evidence\n  #1 no-hit: nothing", "HikariPool-1")
 
 
 @pytest.mark.parametrize(("content", "expected"), [("{broken", "cannot read devset case"),
@@ -88,6 +88,8 @@ def test_held_out_services_phrasings_and_exclusions_never_occur_in_training(devs
 def test_every_gold_output_is_grounded_on_its_recorded_evidence(devset):
     from devset.gold import gold_executor_output
     from devset.recorded import record, score_output
+    from program.evidence.citations import Menu
+    from signatures.contracts import ClaimDraft
     from tools.catalog import active_catalog
 
     evidence = record(devset, active_catalog())
@@ -96,6 +98,11 @@ def test_every_gold_output_is_grounded_on_its_recorded_evidence(devset):
         assert PlannerOutput(**gold_plan(recorded.case)).scope == "narrow"
         scored = score_output(recorded, ExecutorOutput.model_validate(gold_executor_output(recorded.case,
                                                                                           recorded.observations)))
+        assert (case_id, scored.score, scored.verdict) == (case_id, 1.0, "PASS"), scored.feedback
+        # The same gold, pointed at by labels and expanded by code, scores the same.
+        pointed = gold_executor_output(recorded.case, recorded.observations, point=True)
+        claims, refused = Menu(recorded.invocations).expand(ClaimDraft.model_validate(c) for c in pointed["claims"])
+        scored = score_output(recorded, ExecutorOutput(claims=claims), refused=refused)
         assert (case_id, scored.score, scored.verdict) == (case_id, 1.0, "PASS"), scored.feedback
 
 

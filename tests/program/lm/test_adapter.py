@@ -1,9 +1,10 @@
 import dspy
 
 from program.evidence.matching import match_excerpt
-from program.lm.adapter import citation_patch, ref_spans, tool_call_patch
-from signatures.contracts import EvidenceBinding, PlannerOutput
-from signatures.diagnosis import CiteEvidence, GatherEvidence, PlanDiagnosis
+from program.evidence.citations import Menu, clauses
+from program.lm.adapter import citation_patch, tool_call_patch
+from signatures.contracts import PlannerOutput
+from signatures.diagnosis import CiteEvidence, GatherEvidence, PlanDiagnosis, narrow_citation
 from tools.catalog import Catalog
 from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder
@@ -36,42 +37,65 @@ def test_the_planner_must_make_at_least_one_call():
     assert schema["properties"]["tool_calls"]["minItems"] == 1
 
 
-def test_citations_are_limited_to_real_triples(store):
+def _menu(store, *calls):
     recorder = ToolInvocationRecorder(store, "s")
-    metrics = recorder.call("query_metrics", service="order-service")
-    empty = recorder.call("query_logs", query="HikariCP", service="inventory-service")
-    schema = citation_patch(recorder.invocations)(_schema(CiteEvidence))
-    options = schema["$defs"]["EvidenceBinding"]["anyOf"]
-    triples = [(o["properties"]["tool_name"]["const"], o["properties"]["source_invocation_id"]["const"],
-                o["properties"]["raw_path"].get("const")) for o in options]
-    assert triples == [("query_metrics", metrics.id, "$.alerts[0]"), ("query_logs", empty.id, None)]
-    assert all(list(o["properties"]) == list(EvidenceBinding.model_fields) for o in options)
-    assert schema["properties"]["claims"]["maxItems"] == 4
+    invocations = [recorder.call(tool, **arguments) for tool, arguments in calls]
+    return Menu(recorder.invocations), invocations
+
+
+def test_a_binding_is_one_label_of_the_menu_and_claim_types_follow_the_evidence(store):
+    menu, (alert, empty) = _menu(store, ("query_metrics", {"service": "order-service"}),
+                                 ("query_logs", {"query": "HikariCP", "service": "inventory-service"}))
+    schema = citation_patch(menu)(_schema(CiteEvidence))
+    branches = {b["properties"]["claim_type"]["const"]: b for b in schema["$defs"]["ClaimDraft"]["anyOf"]}
+    assert set(branches) == {"observation", "negative_observation", "root_cause", "risk"}
+    for branch in branches.values():
+        assert list(branch["properties"]) == ["claim_type", "evidence_bindings", "claim_text"]
+        assert branch["properties"]["evidence_bindings"]["minItems"] == 1
+    hits = branches["observation"]["properties"]["evidence_bindings"]["items"]["enum"]
+    assert hits[0] == f"#{alert.id} $.alerts[0]" and hits[1:] == [f"#{alert.id} $.alerts[0] §{n}"
+                                                                  for n in range(1, len(hits))]
+    assert branches["root_cause"]["properties"]["evidence_bindings"]["items"]["enum"] == hits
+    assert branches["negative_observation"]["properties"]["evidence_bindings"]["items"]["enum"] == [f"#{empty.id} no-hit"]
+    assert schema["properties"]["claims"]["maxItems"] == 4 and "minItems" not in schema["properties"]["claims"]
     assert "maxItems" not in schema["properties"]["missing_info"]  # the design does not limit missing_info
-    narrow = citation_patch(recorder.invocations, narrow=True)(_schema(CiteEvidence))
-    assert narrow["properties"]["claims"]["maxItems"] == 2
+    # An action's bindings name real refs and no-hits (the gatekeeper checks their excerpts).
+    actions = schema["$defs"]["EvidenceBinding"]["anyOf"]
+    assert [(a["properties"]["source_invocation_id"]["const"], a["properties"]["raw_path"].get("const"))
+            for a in actions] == [(alert.id, "$.alerts[0]"), (empty.id, None)]
 
 
-def test_an_excerpt_is_chosen_from_the_real_spans_of_its_ref(store):
-    recorder = ToolInvocationRecorder(store, "s")
-    alert = recorder.call("query_metrics", service="order-service", alert_name="HighMemoryUsage")
-    empty = recorder.call("query_logs", query="HikariCP", service="inventory-service")
-    schema = citation_patch(recorder.invocations)(_schema(CiteEvidence))
-    by_path = {o["properties"]["raw_path"].get("const"): o["properties"]["evidence_excerpt"]["enum"]
-               for o in schema["$defs"]["EvidenceBinding"]["anyOf"]}
+def test_a_narrow_schema_has_no_empty_claim_list_and_no_branch_the_evidence_cannot_support(store):
+    menu, _ = _menu(store, ("query_logs", {"query": "HikariCP", "service": "inventory-service"}))
+    schema = citation_patch(menu, narrow=True)(_schema(narrow_citation(CiteEvidence)))
+    claims = schema["properties"]["claims"]
+    assert (claims["minItems"], claims["maxItems"]) == (1, 2)
+    # A session without hits has no observation branch: "found" cannot be claimed from a no-hit.
+    assert [b["properties"]["claim_type"]["const"] for b in schema["$defs"]["ClaimDraft"]["anyOf"]] == [
+        "negative_observation"]
+    assert set(schema["properties"]) == {"claims", "missing_info"}
+
+    menu, _ = _menu(store, ("query_logs", {"query": "Full GC", "service": "order-service"}))
+    schema = citation_patch(menu, narrow=True)(_schema(narrow_citation(CiteEvidence)))
+    # A session whose searches all found something has no negative branch: "not found" cannot cite hits.
+    assert [b["properties"]["claim_type"]["const"] for b in schema["$defs"]["ClaimDraft"]["anyOf"]] == ["observation"]
+
+
+def test_a_multi_clause_ref_offers_a_label_per_clause_the_gatekeeper_accepts(store):
+    menu, (alert,) = _menu(store, ("query_metrics", {"service": "order-service", "alert_name": "HighMemoryUsage"}))
     text = alert.retrieval_details.evidence_refs[0].text
-    assert by_path["$.alerts[0]"][0] == text  # the whole ref first, then its clauses
-    assert "JVM heap usage 3.8GB/4GB" in by_path["$.alerts[0]"]
-    assert all(span in text and match_excerpt(span, text).ok for span in by_path["$.alerts[0]"])
-    assert by_path[None] == [empty.retrieval_details.message]
+    labels = {label: c.excerpt for label, c in menu.citations.items()}
+    assert labels[f"#{alert.id} $.alerts[0]"] == text
+    assert labels[f"#{alert.id} $.alerts[0] §2"] == "JVM heap usage 3.8GB/4GB"
+    assert all(excerpt in text and match_excerpt(excerpt, text).ok for excerpt in labels.values())
 
 
 def test_a_clause_the_gatekeeper_would_refuse_is_not_offered():
     text = "pool check for replica-2 did not; succeed; waiting=0"
-    spans = ref_spans(text)
-    assert spans[0] == text and "waiting=0" in spans
-    # "succeed" alone would drop the negation before it: the gatekeeper refuses it, so it is not offered
-    assert not match_excerpt("succeed", text).ok and "succeed" not in spans
+    parts = clauses(text)
+    assert parts[2] == "waiting=0"
+    # "succeed" alone would drop the negation before it: the gatekeeper refuses it, so it has no label
+    assert not match_excerpt("succeed", text).ok and parts[1] == ""
 
 
 def test_the_patched_schema_compiles_to_a_llama_grammar(store):
@@ -81,9 +105,14 @@ def test_the_patched_schema_compiles_to_a_llama_grammar(store):
 
     recorder = ToolInvocationRecorder(store, "s")
     recorder.call("query_logs", query="内存", service="order-service")
+    # A runbook ref with double quotes in it ('Search the service logs for "Slow request" lines'):
+    # no ref text may reach the grammar, whose converter cannot parse such a literal.
+    runbook = recorder.call("lookup_knowledge", query="slow response")
+    assert any('"' in ref.text for ref in runbook.retrieval_details.evidence_refs)
     from program.lm.engine import schema_grammar_text
 
-    for schema in (citation_patch(recorder.invocations)(_schema(CiteEvidence)),
+    for schema in (citation_patch(Menu(recorder.invocations), narrow=True)(_schema(narrow_citation(CiteEvidence))),
+                   citation_patch(Menu(recorder.invocations))(_schema(CiteEvidence)),
                    tool_call_patch(CATALOG, TOOLBOX, min_calls=1)(_schema(PlanDiagnosis))):
         grammar = schema_grammar_text(json.dumps(schema))
         assert LlamaGrammar.from_string(grammar, verbose=False) is not None
