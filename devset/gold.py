@@ -68,16 +68,16 @@ def find_ref(observations: str, needle: str, tool_name: str | None = None) -> Re
 
 
 def gold_plan(case: dict) -> dict:
-    """The planner's gold output; a variant stores only its targets, and its scope is read from the
-    question by the scope's one owner."""
-    plan = dict(case["gold"]["plan"])
-    if "scope" not in plan:
+    """The planner's gold output: what it writes (targets and exclusions; code reads the scope). A
+    variant stores only its targets, and its exclusions are those the question's clauses mark."""
+    plan = case["gold"]["plan"]
+    excluded = plan.get("excluded_topics")
+    if excluded is None:
         from program.evidence.scope import read_scope
         from tools.catalog import active_catalog
 
-        scope = read_scope(case["question"], active_catalog())
-        plan.update(scope="narrow" if scope.narrow else "broad", excluded_topics=list(scope.excluded_topics))
-    return plan
+        excluded = list(read_scope(case["question"], active_catalog()).excluded_topics)
+    return {"target_services": plan["target_services"], "topics": plan["topics"], "excluded_topics": excluded}
 
 
 def gold_tool_calls(case: dict) -> list[dict]:

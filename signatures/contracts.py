@@ -271,6 +271,15 @@ class VerifierInput(Contract):
 # --- verifier, composer, planner ---------------------------------------------------------------
 
 
+class PlanDraft(Contract):
+    """What the planner writes: what the user asked about and what the user said to leave out. The
+    scope is read from the question by code, which owns it."""
+
+    target_services: list[str] = Field(default_factory=list)
+    topics: list[str] = Field(default_factory=list)
+    excluded_topics: list[str] = Field(default_factory=list)
+
+
 class PlannerOutput(Contract):
     scope: Literal["narrow", "broad"]
     target_services: list[str] = Field(default_factory=list)

@@ -12,6 +12,7 @@ from signatures.contracts import (
     ClaimDraft,
     EvidenceRef,
     MissingInfo,
+    PlanDraft,
     PlannerOutput,
     RetrievalDetails,
     ToolCall,
@@ -97,13 +98,13 @@ def planner_demos() -> list[dspy.Example]:
     """An alert name goes to query_metrics, a log event (here a pool exhaustion) to query_logs."""
     return [
         dspy.Example(question="只确认 checkout-service 是否存在 DiskPressure 告警和磁盘写满日志，不要分析 search-service。",
-                     plan=PlannerOutput(scope="narrow", target_services=["checkout-service"],
-                                        topics=["DiskPressure", "磁盘写满"], excluded_topics=["search-service"]),
+                     plan=PlanDraft(target_services=["checkout-service"], topics=["DiskPressure", "磁盘写满"],
+                                    excluded_topics=["search-service"]),
                      tool_calls=[ToolCall(tool_name="query_metrics", service="checkout-service", alert_name="DiskPressure"),
                                  ToolCall(tool_name="query_logs", query="disk full", service="checkout-service")],
                      ).with_inputs("question"),
         dspy.Example(question="确认 cart-service 是否存在 Redis 连接池耗尽。",
-                     plan=PlannerOutput(scope="narrow", target_services=["cart-service"], topics=["Redis 连接池耗尽"]),
+                     plan=PlanDraft(target_services=["cart-service"], topics=["Redis 连接池耗尽"]),
                      tool_calls=[ToolCall(tool_name="query_logs", query="Redis 连接池", service="cart-service")],
                      ).with_inputs("question"),
     ]

@@ -10,6 +10,7 @@ from signatures.contracts import (
     ClaimDraft,
     Hypothesis,
     MissingInfo,
+    PlanDraft,
     PlannerOutput,
     RecommendedAction,
     ToolCall,
@@ -22,10 +23,10 @@ from tools.functions import TOOLBOX
 # tools ({tools}), so a program with other tools is told about those.
 PLAN_INSTRUCTIONS = """Plan an SRE incident diagnosis and choose the first tool calls that gather its evidence.
 
-    scope is "narrow" when the question asks to confirm one thing (只确认, 只排查, 只看, 不要分析, 不要扩展,
-    只回答, 是否存在某告警/日志/错误, "only confirm"), otherwise "broad". target_services and topics are what
-    the user asked about; excluded_topics lists everything the user said not to analyse, in the user's
-    words. Never query an excluded topic or service. Do not diagnose yet.
+    target_services and topics are what the user asked about; excluded_topics lists what the user said
+    not to analyse, in the user's words. A question that asks to confirm one thing (只确认, 只排查, 只看,
+    不要分析, 不要扩展, 只回答, 是否存在某告警/日志/错误, "only confirm") needs only the calls that confirm
+    it. Never query an excluded topic or service. Do not diagnose yet.
 
     {tools}"""
 GATHER_INSTRUCTIONS = """Choose more tool calls for a broad diagnosis, or none when the evidence is enough.
@@ -39,7 +40,7 @@ class PlanDiagnosis(dspy.Signature):
     __doc__ = PLAN_INSTRUCTIONS.format(tools=TOOLBOX.guide())
 
     question: str = dspy.InputField(desc="the user's question")
-    plan: PlannerOutput = dspy.OutputField()
+    plan: PlanDraft = dspy.OutputField()
     tool_calls: list[ToolCall] = dspy.OutputField(desc="1 to 4 calls that gather the evidence the plan names")
 
 

@@ -95,14 +95,17 @@ def mentions(text: str, terms: tuple[str, ...] | list[str]) -> list[str]:
 
 def exclusion_candidates(question: str, catalog: Catalog) -> tuple[str, ...]:
     """What an LM may propose to exclude: the spans of the question, in its own spelling, that name
-    a service, an alert or a synonym term of the catalog. A small planner left free to write
-    exclusions invents them (and loops); these are the ones it could mean."""
+    a service, an alert or a synonym term of the catalog, less those `with_proposed_exclusions`
+    would refuse whatever the LM read (the question's only service, alert or topic). A small
+    planner left free to write exclusions invents them (and loops); these are the ones it could mean."""
     text = unicodedata.normalize("NFKC", question)
     terms = [*catalog.services, *catalog.alert_names, *(t for g in catalog.synonyms.values() for t in g if len(t) >= 3)]
     found = {(m.start(), m.end()) for term in set(terms) for m in re.finditer(re.escape(term), text, flags=re.IGNORECASE)}
     # A name inside a longer one ("OOM" in "PodOOMKilled") is not a span of its own.
     kept = sorted(span for span in found if not any(o != span and o[0] <= span[0] and span[1] <= o[1] for o in found))
-    return tuple(dict.fromkeys(text[start:end] for start, end in kept))
+    spans = dict.fromkeys(text[start:end] for start, end in kept)
+    nothing = Scope(narrow=False)
+    return tuple(span for span in spans if not with_proposed_exclusions(nothing, [span], question, catalog)[1])
 
 
 def with_proposed_exclusions(scope: Scope, proposed: list[str], question: str, catalog: Catalog,

@@ -239,18 +239,3 @@ def choices_patch(definition: str, name: str, choices: tuple[str, ...], max_item
         return schema
 
     return patch
-
-
-def drop_properties(definition: str, names: tuple[str, ...]) -> SchemaPatch:
-    """Leave optional properties out of a model's schema, so the LM does not spend tokens on them."""
-
-    def patch(schema: dict) -> dict:
-        target = schema.get("$defs", {}).get(definition)
-        if target:
-            for name in names:
-                target.get("properties", {}).pop(name, None)
-                if name in target.get("required", []):
-                    target["required"].remove(name)
-        return schema
-
-    return patch

@@ -35,7 +35,6 @@ from program.lm.adapter import (
     chain,
     choices_patch,
     constrained,
-    drop_properties,
     length_patch,
     tool_call_patch,
 )
@@ -51,6 +50,7 @@ from signatures.contracts import (
     ExecutorAttempt,
     Finding,
     Language,
+    PlanDraft,
     PlannerOutput,
     RetryContext,
     SelfEvaluation,
@@ -186,13 +186,12 @@ class Diagnosis(dspy.Module):
     def _plan(self, run: _Run) -> None:
         """The plan and the first round of tool calls come from one LM call."""
         calls = []
-        # The first round's tool calls are the evidence plan, so the plan does not spell it out again.
-        # Where the question's own clauses exclude nothing, the planner may still read an exclusion,
-        # but only one of the names the question spells: free to write, a small planner invents them.
-        exclusions = () if run.scope.excluded_topics else (
-            choices_patch("PlannerOutput", "excluded_topics", exclusion_candidates(run.question, run.catalog),
-                          PLAN_CHOSEN_EXCLUSIONS),)
-        patch = chain(length_patch(PLAN_LIMITS), *exclusions, drop_properties("PlannerOutput", ("evidence_plan",)),
+        # The planner may read exclusions the question's clauses do not mark, but only among the names
+        # the question spells: free to write, a small planner invents them.
+        candidates = tuple(c for c in exclusion_candidates(run.question, run.catalog)
+                           if c not in run.scope.excluded_topics)
+        patch = chain(length_patch(PLAN_LIMITS),
+                      choices_patch("PlanDraft", "excluded_topics", candidates, PLAN_CHOSEN_EXCLUSIONS),
                       tool_call_patch(run.catalog, self.toolbox, min_calls=1))
         try:
             with self._stage(run.usage, "planner"), self._patch(patch):
@@ -421,7 +420,7 @@ class _Run:
         self.plan = PlannerOutput(scope="narrow" if self.scope.narrow else "broad",
                                   excluded_topics=list(self.scope.excluded_topics))
 
-    def use_plan(self, planned: PlannerOutput) -> None:
+    def use_plan(self, planned: PlanDraft) -> None:
         """The planner's plan, with the scope code read from the question: scope has one owner. The
         planner's exclusions are taken where they are the question's own words and leave it a target."""
         self.scope, refused = with_proposed_exclusions(self.scope, planned.excluded_topics, self.question,
@@ -429,13 +428,14 @@ class _Run:
         self.target = question_target(self.question, self.catalog).without(self.scope.excluded_terms)
         if refused:
             self.record.notes.append(Finding(rule="planner.exclusion_refused", message="; ".join(refused)))
-        self.plan = planned.model_copy(update={"scope": "narrow" if self.scope.narrow else "broad",
-                                               "excluded_topics": list(self.scope.excluded_topics)})
-        if (planned.scope, planned.excluded_topics) != (self.plan.scope, self.plan.excluded_topics):
+        self.plan = PlannerOutput(scope="narrow" if self.scope.narrow else "broad",
+                                  target_services=planned.target_services, topics=planned.topics,
+                                  excluded_topics=list(self.scope.excluded_topics))
+        if planned.excluded_topics != self.plan.excluded_topics:
             self.record.notes.append(Finding(
                 rule="planner.scope_replaced",
-                message=f"the planner read scope={planned.scope}, excluded={planned.excluded_topics}; the question "
-                        f"says scope={self.plan.scope}, excluded={self.plan.excluded_topics}"))
+                message=f"the planner read excluded={planned.excluded_topics}; the question's scope is "
+                        f"{self.plan.scope}, excluded={self.plan.excluded_topics}"))
 
     def _close(self, status: str, verdict: str, composer: ComposerOutput, evaluation=None) -> DiagnosisSession:
         record = self.record

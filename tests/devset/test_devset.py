@@ -5,7 +5,7 @@ import pytest
 
 from devset import CASES_DIR, DevsetError, load_cases
 from devset.gold import GoldUnavailable, find_ref, gold_plan
-from signatures.contracts import ExecutorOutput, PlannerOutput, ToolCall
+from signatures.contracts import ExecutorOutput, PlanDraft, ToolCall
 
 
 def test_six_cases_load_with_every_field():
@@ -14,7 +14,7 @@ def test_six_cases_load_with_every_field():
                                              "hikaricp_negative", "gatekeeper_reject", "narrow_forbidden"]
     for case in cases:
         if case["runs_lm"]:
-            PlannerOutput(**gold_plan(case))
+            PlanDraft(**gold_plan(case))
             assert [ToolCall(**call) for call in case["gold"]["tool_calls"]]
             assert case["expected_refs"] and case["required_facts"]
     fixture = next(c for c in cases if not c["runs_lm"])
@@ -95,7 +95,7 @@ def test_every_gold_output_is_grounded_on_its_recorded_evidence(devset):
     evidence = record(devset, active_catalog())
     assert len(evidence) == len([c for c in devset if c["runs_lm"]])
     for case_id, recorded in evidence.items():
-        assert PlannerOutput(**gold_plan(recorded.case)).scope == "narrow"
+        assert recorded.scope.narrow and PlanDraft(**gold_plan(recorded.case))
         scored = score_output(recorded, ExecutorOutput.model_validate(gold_executor_output(recorded.case,
                                                                                           recorded.observations)))
         assert (case_id, scored.score, scored.verdict) == (case_id, 1.0, "PASS"), scored.feedback

@@ -14,7 +14,7 @@ from tests.support.prometheus_server import firing_in_fixture, running_prometheu
 from tools import query_metrics
 
 QUESTION = "只确认 order-service 是否存在 HighMemoryUsage 告警"
-PLAN = {"plan": {"scope": "narrow", "target_services": ["order-service"], "topics": ["HighMemoryUsage"]},
+PLAN = {"plan": {"target_services": ["order-service"], "topics": ["HighMemoryUsage"]},
         "tool_calls": [{"tool_name": "query_metrics", "service": "order-service", "alert_name": "HighMemoryUsage"}]}
 CLAIM = "order-service 的 HighMemoryUsage 告警正在 firing，current=91，threshold=85"
 

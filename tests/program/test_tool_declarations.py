@@ -45,7 +45,7 @@ QUERY_TRACES = ToolDeclaration(
 )
 BOX = TOOLBOX.with_tools(QUERY_TRACES)
 QUESTION = "只确认 order-service 的 trace abc123 是否有慢请求"
-PLAN = {"plan": {"scope": "narrow", "target_services": ["order-service"], "topics": ["慢请求"]},
+PLAN = {"plan": {"target_services": ["order-service"], "topics": ["慢请求"]},
         "tool_calls": [{"tool_name": "query_traces", "trace_id": "abc123", "service": "order-service"}]}
 
 

@@ -66,6 +66,25 @@ def test_audit_explains_a_blocked_claim(db_url, monkeypatch, capsys, cases):
     assert "executor attempt 2" in out and "retry_context" in out
 
 
+def test_audit_shows_the_labels_the_lm_pointed_at_and_the_ones_it_made_up(db_url, monkeypatch, capsys, cases):
+    case = cases["high_memory_positive"]
+    from devset.gold import gold_executor_output
+
+    def point(observations, attempt, user):
+        output = gold_executor_output(case, observations, point=True)
+        if attempt == 1:
+            output["claims"][0]["evidence_bindings"].append("#77 $.logs[3]")
+        return output
+
+    monkeypatch.setattr("program.entry.api.resolve_lm", lambda spec: good_lm(case, executor=point))
+    assert cli.main(["--db", db_url, "ask", case["question"], "--json", "--no-compiled"]) == 0
+    session_id = json.loads(capsys.readouterr().out)["session_id"]
+    assert cli.main(["--db", db_url, "audit", session_id]) == 0
+    first, second = capsys.readouterr().out.split("executor attempt 2")
+    assert "pointed at: #" in first and "#77 $.logs[3]" in first and "evidence.unknown_label" in first
+    assert "pointed at: #" in second and "#77" not in second and "gatekeeper found" in second
+
+
 def test_unknown_session_and_bad_flags(db_url, capsys):
     AuditStore(db_url)
     assert cli.main(["--db", db_url, "audit", "diag-nope"]) == 1

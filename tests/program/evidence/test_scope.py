@@ -78,9 +78,11 @@ def test_the_exclusions_a_planner_may_choose_are_the_names_the_question_spells()
     from program.evidence.scope import exclusion_candidates
 
     question = "Only confirm whether notification-service has a PodOOMKilled alert; leave order-service out of it."
-    assert exclusion_candidates(question, CATALOG) == ("notification-service", "PodOOMKilled", "order-service")
+    assert exclusion_candidates(question, CATALOG) == ("notification-service", "order-service")
     assert exclusion_candidates("除了 HikariCP 之外，只确认 order-service 是否存在 HighMemoryUsage 告警。", CATALOG) == (
-        "HikariCP", "order-service", "HighMemoryUsage")
+        "HikariCP",)
+    # The question's only service and only alert could never be excluded, so they are not offered.
+    assert exclusion_candidates("只确认 order-service 是否存在 HighMemoryUsage 告警", CATALOG) == ()
 
 
 def test_an_exclusion_the_planner_also_read_as_a_target_is_refused():

@@ -2,7 +2,7 @@
 
 import pytest
 
-from devset.gold import fixture_executor_output
+from devset.gold import fixture_executor_output, gold_plan
 from program.entry.api import diagnose
 from program.evidence.scope import mentions
 from tests.support.good_lm import broad, good_lm
@@ -129,13 +129,13 @@ def test_a_narrow_question_costs_at_most_four_lm_calls(cases, store, case_id):
 
 
 def test_the_question_owns_its_scope_whatever_the_planner_read(cases, store):
-    """The planner calls a narrow question broad and invents an exclusion: the executor is shown the
-    question's own scope, and the record says what was replaced."""
+    """The planner invents an exclusion: the executor is shown the question's own scope, and the
+    record says what was replaced."""
     case = cases["narrow_forbidden"]
     seen = {}
 
     def careless_planner(user):
-        return {"plan": {**case["gold"]["plan"], "scope": "broad", "excluded_topics": ["checkout-service"]},
+        return {"plan": {**gold_plan(case), "excluded_topics": ["checkout-service"]},
                 "tool_calls": case["gold"]["tool_calls"]}
 
     def executor(observations, attempt, user):
@@ -151,5 +151,5 @@ def test_the_question_owns_its_scope_whatever_the_planner_read(cases, store):
     assert "订单123" in seen["plan"]
     record = store.get_session(result.session_id)
     (note,) = [n for n in record.notes if n.rule == "planner.scope_replaced"]
-    assert "scope=broad" in note.message and "checkout-service" in note.message
+    assert "scope is narrow" in note.message and "checkout-service" in note.message
     assert record.planner_output.scope == "narrow"
