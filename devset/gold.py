@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from program.evidence.citations import clauses
+from program.evidence.citations import CLAUSE, clauses
 from tools.recorder import citation_label
 
 OBSERVATION_HEAD = re.compile(r"^#(\d+) (\w+)\((.*)\) -> (\w+)", re.MULTILINE)
@@ -31,10 +31,12 @@ class Ref:
         return citation_label(self.invocation_id, self.raw_path)
 
     def labels_for(self, excerpt: str | None) -> list[str]:
-        """The labels that cite `excerpt` of this ref: its clauses, or the whole ref."""
-        parts = clauses(self.text)
-        chosen = [n for n, clause in enumerate(parts, start=1) if excerpt and clause and clause in excerpt]
-        if not excerpt or not chosen or len(chosen) == len(parts):
+        """The labels that cite `excerpt` of this ref: the clauses it is made of, or the whole ref."""
+        if not excerpt or excerpt == self.text:
+            return [self.label]
+        parts = [(n, clause) for n, clause in enumerate(clauses(self.text), start=1) if clause]
+        chosen = [n for n, clause in parts if clause in CLAUSE.split(excerpt)]
+        if not chosen or len(chosen) == len(parts):
             return [self.label]
         return [citation_label(self.invocation_id, self.raw_path, n) for n in chosen]
 

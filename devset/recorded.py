@@ -21,6 +21,7 @@ from program.evidence.checks import check_citations
 from program.evidence.relevance import Target, question_target
 from program.evidence.scope import Scope, mentions, read_scope
 from signatures.contracts import (
+    ClaimDraft,
     ExecutorOutput,
     Finding,
     GatekeeperResult,
@@ -55,7 +56,7 @@ class Recorded:
         """The citation module's inputs; the case id, the rendered observations and the gold output
         in the pointing form are labels (for labeled demos and the metric)."""
         gold = gold_executor_output(self.case, self.observations, point=True)
-        claims = [{k: v for k, v in c.items() if k != "claim_id"} for c in gold["claims"]]
+        claims = [ClaimDraft.model_validate({k: v for k, v in c.items() if k != "claim_id"}) for c in gold["claims"]]
         return dspy.Example(case_id=self.case["case_id"], question=self.case["question"], plan=self.plan,
                             invocations=self.invocations, narrow=self.scope.narrow, observations=self.observations,
                             retry_context="none", claims=claims, hypotheses=[], missing_info=gold["missing_info"],
@@ -81,7 +82,7 @@ def record(cases: list[dict], catalog: Catalog) -> dict[str, Recorded]:
                              topics=gold_plan["topics"], excluded_topics=list(scope.excluded_topics))
         recorded[case["case_id"]] = Recorded(
             case=case, store=store, session_id=session, invocations=list(recorder.invocations), scope=scope,
-            target=question_target(case["question"], catalog), plan=plan,
+            target=question_target(case["question"], catalog).without(scope.excluded_terms), plan=plan,
             observations=render_observations(recorder.invocations), names=catalog.names)
     return recorded
 

@@ -44,12 +44,14 @@ class Checked:
 
     @property
     def failed(self) -> set[str]:
-        """Claims with a binding the gatekeeper failed."""
-        return {cb.claim_id for cb in self.gate.checked_bindings if cb.status != "pass" and cb.claim_id}
+        """Claims the gatekeeper found fault with: a failed binding, or a finding of its own (a label
+        that names no citation never becomes a binding, so it is only a finding)."""
+        return ({cb.claim_id for cb in self.gate.checked_bindings if cb.status != "pass" and cb.claim_id}
+                | {f.claim_id for f in self.gate.errors if f.claim_id})
 
     @property
     def verifiable(self) -> list[Claim]:
-        """Claims whose citations all passed and that no code check blocks: what the verifier may judge."""
+        """Claims the gatekeeper found no fault with and no code check blocks: what the verifier may judge."""
         return [c for c in self.claims if c.claim_id not in self.failed and c.claim_id not in self.blockers
                 and c.evidence_bindings]
 

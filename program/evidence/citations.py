@@ -11,6 +11,7 @@ the gatekeeper is then the only check between its quote and the ref.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -21,6 +22,9 @@ from tools.recorder import citation_label
 
 # Clause boundaries inside a ref: "HighMemoryUsage firing, ...; JVM heap usage 3.8GB/4GB; ...".
 CLAUSE = re.compile(r"\s*[;；]\s*")
+# A label as an LM may write it, read after NFKC (which folds a full-width ＃ or ＄): the spacing
+# and a colon copied from the observations are not part of it.
+LABEL = re.compile(r"#\s*(\d+)\s*(?:(\$\.\w+\[\d+\])\s*(?:§\s*(\d+))?|(no-hit))\s*:?")
 
 
 @dataclass(frozen=True)
@@ -41,20 +45,29 @@ class Citation:
 
 
 def clauses(text: str) -> list[str]:
-    """A ref's clauses, numbered from 1, when it has more than one; a clause the gatekeeper would
-    not accept as an excerpt of its ref (too short to say anything) is left empty, so that the
-    numbers stay those of the ref's own clauses."""
+    """A ref's clauses, numbered from 1, when it has more than one."""
     parts = CLAUSE.split(text)
-    if len([p for p in parts if p]) < 2:
-        return []
-    return [p if p and match_excerpt(p, text).ok else "" for p in parts]
+    return parts if len([p for p in parts if p]) >= 2 else []
+
+
+def canonical_label(written: str) -> str | None:
+    """The label an LM meant, in the menu's spelling, or None when the text is no label at all."""
+    found = LABEL.fullmatch(unicodedata.normalize("NFKC", written).strip())
+    if found is None:
+        return None
+    inv_id, path, clause, _ = found.groups()
+    return citation_label(int(inv_id), path, int(clause) if clause else None)
 
 
 class Menu:
-    """Every citation of a session, by label, in the order the observations show them."""
+    """Every citation of a session, by label, in the order the observations show them. `offered`
+    are the labels a constrained LM may choose: a clause the gatekeeper would not accept as an
+    excerpt of its ref (too short to say anything, or cut after a negation) is not offered, but a
+    free LM that names it gets its binding, and the gatekeeper's verdict on it."""
 
     def __init__(self, invocations: Iterable[ToolInvocation]):
         self.citations: dict[str, Citation] = {}
+        self.offered: list[str] = []
         for inv in invocations:
             details = inv.retrieval_details
             for ref in details.evidence_refs:
@@ -62,37 +75,62 @@ class Menu:
                 for number, clause in enumerate(clauses(ref.text), start=1):
                     if clause:
                         self._add(Citation(citation_label(inv.id, ref.raw_path, number), inv.tool_name, inv.id,
-                                           ref.raw_path, clause))
+                                           ref.raw_path, clause), offer=match_excerpt(clause, ref.text).ok)
             if details.evidence_status == "no_evidence" and details.message:
                 self._add(Citation(citation_label(inv.id, None), inv.tool_name, inv.id, None, details.message))
 
-    def _add(self, citation: Citation) -> None:
-        self.citations.setdefault(citation.label, citation)
+    def _add(self, citation: Citation, *, offer: bool = True) -> None:
+        if citation.label not in self.citations:
+            self.citations[citation.label] = citation
+            if offer:
+                self.offered.append(citation.label)
 
     @property
     def hits(self) -> list[str]:
-        return [label for label, c in self.citations.items() if c.hit]
+        return [label for label in self.offered if self.citations[label].hit]
 
     @property
     def no_hits(self) -> list[str]:
-        return [label for label, c in self.citations.items() if not c.hit]
+        return [label for label in self.offered if not self.citations[label].hit]
+
+    def lookup(self, written: str) -> Citation | None:
+        label = canonical_label(written)
+        if label is None:
+            return None
+        if label not in self.citations and label.endswith(" §1"):
+            # The first clause of a ref that has only one is the whole ref.
+            whole = self.citations.get(label.removesuffix(" §1"))
+            return whole if whole is not None and not clauses(whole.excerpt) else None
+        return self.citations.get(label)
 
     def expand(self, drafts: Iterable[ClaimDraft]) -> tuple[list[Claim], list[Finding]]:
         """Claims in the seed's contract: each label becomes the binding it names, a quoted binding
-        stays as written, and a label that names nothing on the menu is refused."""
+        stays as written, and a label that names nothing on the menu is refused. Claims keep the ids
+        the LM gave them where those are unique; the others are numbered."""
+        drafts = list(drafts)
+        given = {d.claim_id for d in drafts if d.claim_id}
+        used: set[str] = set()
         claims, refused = [], []
         for number, draft in enumerate(drafts, start=1):
-            claim_id = draft.claim_id or f"claim-{number}"
+            if draft.claim_id and draft.claim_id not in used:
+                claim_id = draft.claim_id
+            else:
+                while f"claim-{number}" in used or f"claim-{number}" in given:
+                    number += 1
+                claim_id = f"claim-{number}"
+            used.add(claim_id)
             bindings = []
-            for index, cited in enumerate(draft.evidence_bindings):
+            for position, cited in enumerate(draft.evidence_bindings):
                 if isinstance(cited, EvidenceBinding):
                     bindings.append(cited)
-                elif (citation := self.citations.get(cited.strip())) is not None:
+                elif (citation := self.lookup(cited)) is not None:
                     bindings.append(citation.binding())
                 else:
-                    refused.append(Finding(rule=UNKNOWN_LABEL, claim_id=claim_id, binding_index=index, message=(
-                        f"{cited!r} is not a label of this session's citations; labels look like "
-                        f"{', '.join(list(self.citations)[:3]) or '(none: nothing can be cited)'}")))
+                    # No binding index: the refused label never became a binding, and the
+                    # gatekeeper's indexes count the bindings that did.
+                    refused.append(Finding(rule=UNKNOWN_LABEL, claim_id=claim_id, message=(
+                        f"binding {position} of the claim as written, {cited!r}, is not a label of this session's "
+                        f"citations; labels look like {', '.join(self.offered[:3]) or '(none: nothing can be cited)'}")))
             claims.append(Claim(claim_id=claim_id, claim_type=draft.claim_type, claim_text=draft.claim_text,
                                 evidence_bindings=bindings))
         return claims, refused

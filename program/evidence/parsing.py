@@ -57,20 +57,21 @@ def _strip_unknown(model: type[BaseModel], item: dict) -> dict:
 def salvage_executor_output(text: str | None, expected: tuple[str, ...] = tuple(FIELDS)) -> tuple[dict[str, list],
                                                                                                 ParseStatus]:
     """Every field's valid items (claims as drafts, whose labels are still to be expanded);
-    `expected` are the fields the LM was asked for."""
+    `expected` are the fields the LM was asked for, and only those are read: a narrow question
+    asks for no hypotheses or actions, so any in the text are not taken."""
     data = _load(text or "")
     if not isinstance(data, dict):
         snippet = (text or "")[:200]
         return {name: [] for name in FIELDS}, ParseStatus(status="invalid",
                                                            detail=f"no JSON object in LM output: {snippet!r}")
-    kept: dict[str, list] = {}
+    kept: dict[str, list] = {name: [] for name in FIELDS}
     problems: list[str] = []
-    for name, model in FIELDS.items():
+    for name in expected:
+        model = FIELDS[name]
         items = data.get(name, [])
         if not isinstance(items, list):
             problems.append(f"{name} is {type(items).__name__}, not a list")
             items = []
-        kept[name] = []
         for i, item in enumerate(items):
             try:
                 kept[name].append(model.model_validate(item))

@@ -2,8 +2,8 @@
 
 Structured decoding (a llama.cpp grammar locally, strict JSON schema on providers that support it)
 can only produce what the schema allows. Narrowing the schema per call is the strongest lever
-against invented citations: the executor may only pick (tool_name, invocation id, raw_path)
-triples that exist in this session, and the tool step only real service and alert names.
+against invented citations: the executor may only point at labels of this session's citations,
+and the tool step may only name real services and alerts.
 
 Cite by pointing, not by writing: under constraints, a binding is one label of the session's
 citation menu (program/evidence/citations.py), and code writes the quote it names, as Anthropic's
@@ -26,11 +26,18 @@ from typing import get_args
 
 import dspy
 from dspy.adapters.utils import serialize_for_json
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from program.evidence.citations import Menu
 from tools.recorder import citation_label
-from signatures.contracts import NARROW_MAX_CLAIMS, NARROW_TYPES, ClaimDraft, ClaimType, ToolCallContract
+from signatures.contracts import (
+    NARROW_MAX_CLAIMS,
+    NARROW_TYPES,
+    ClaimDraft,
+    ClaimType,
+    PlanDraft,
+    ToolCallContract,
+)
 from tools.catalog import Catalog
 from tools.declaration import Toolbox
 
@@ -69,7 +76,7 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
             return super().format_field_with_value(fields_with_values, role=role)
         # One line, as grammar-constrained decoding writes it: demos in DSPy's indented layout
         # differ from what the grammar lets the model emit, and a small model then stops copying them.
-        values = {field.name: _as_emitted(value) for field, value in fields_with_values.items()}
+        values = {field.name: _as_emitted(value, field.info.annotation) for field, value in fields_with_values.items()}
         return json.dumps(serialize_for_json(values), ensure_ascii=False)
 
     def format_field_structure(self, signature) -> str:
@@ -80,14 +87,22 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
         return f"Inputs come in sections {inputs}. Answer with one JSON object with the keys {outputs}."
 
 
-def _as_emitted(value):
+def _as_emitted(value, annotation):
     """A demo value as the grammar lets the model write it: a tool call carries only its own
-    arguments, and a claim the LM did not number carries no claim_id."""
+    arguments, a claim the LM did not number carries no claim_id, and a plan leaves out the lists
+    it may omit. A demo loaded from a saved program holds plain dicts, so the value is read as its
+    field's type first."""
+    try:
+        value = TypeAdapter(annotation).validate_python(value)
+    except ValidationError:
+        return value
     if isinstance(value, list) and value and all(isinstance(v, ToolCallContract) for v in value):
         return [{"tool_name": v.tool_name, **{k: getattr(v, k, None) for k in v.toolbox.get(v.tool_name).lm_arguments}}
                 for v in value]
     if isinstance(value, list) and value and all(isinstance(v, ClaimDraft) for v in value):
         return [v.model_dump(exclude={"claim_id"} if v.claim_id is None else set()) for v in value]
+    if isinstance(value, PlanDraft):
+        return value.model_dump(exclude_defaults=True)
     return value
 
 
@@ -229,13 +244,30 @@ def chain(*patches: SchemaPatch) -> SchemaPatch:
 
 
 def choices_patch(definition: str, name: str, choices: tuple[str, ...], max_items: int) -> SchemaPatch:
-    """Make a model's list-of-strings property a list of these choices only (none when there are none)."""
+    """Make a model's optional list-of-strings property a list of these choices only; with no
+    choices, leave it out, so the LM does not spend tokens writing an empty list."""
 
     def patch(schema: dict) -> dict:
-        prop = schema.get("$defs", {}).get(definition, {}).get("properties", {}).get(name)
-        if prop is not None:
-            prop["items"] = {"type": "string", "enum": list(choices)} if choices else {"type": "string"}
+        target = schema.get("$defs", {}).get(definition, {})
+        prop = target.get("properties", {}).get(name)
+        if prop is not None and choices:
+            prop["items"] = {"type": "string", "enum": list(choices)}
             prop["maxItems"] = min(max_items, len(choices))
+        elif prop is not None and name not in target.get("required", []):
+            del target["properties"][name]
         return schema
 
     return patch
+
+
+def judgement_patch(schema: dict) -> dict:
+    """A supported claim needs no reason (the excerpts say it); any other judgement says why."""
+    judgements = schema["properties"]["judgement"]["enum"]
+
+    def branch(judgement: dict, reason: dict) -> dict:
+        return {"type": "object", "properties": {"judgement": judgement, "reason": reason},
+                "required": ["judgement", "reason"], "additionalProperties": False}
+
+    return {"anyOf": [branch({"const": "supported"}, {"const": ""}),
+                      branch({"enum": [j for j in judgements if j != "supported"]},
+                             {"type": "string", "maxLength": TEXT_MAX_CHARS})]}

@@ -30,11 +30,18 @@ def newest_compiled() -> Path | None:
 
 
 def load_program(store: AuditStore | None = None, path: Path | None = None) -> Diagnosis | None:
-    """The newest compiled program, or None when there is none (the uncompiled program is used)."""
+    """The newest compiled program, or None when there is none or it cannot be loaded (the
+    uncompiled program is used; a file saved for another program's stages, such as one from before
+    the citation step became a module, is named in the log)."""
     path = path or newest_compiled()
     if path is None:
         return None
     program = Diagnosis(store=store)
-    program.load(str(path))
+    try:
+        program.load(str(path))
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        log.warning("compiled program %s cannot be loaded (%s: %s); running the uncompiled program",
+                    path, type(exc).__name__, exc)
+        return None
     log.info("loaded compiled program %s", path)
     return program

@@ -35,6 +35,7 @@ from program.lm.adapter import (
     chain,
     choices_patch,
     constrained,
+    judgement_patch,
     length_patch,
     tool_call_patch,
 )
@@ -348,7 +349,7 @@ class Diagnosis(dspy.Module):
 
     def _judge(self, run: _Run, claim: Claim) -> ClaimJudgement | None:
         try:
-            with self._stage(run.usage, "verifier"), self._patch(length_patch({})):
+            with self._stage(run.usage, "verifier"), self._patch(judgement_patch):
                 pred = self.verifier(question=run.question, claim=f"{claim.claim_type}: {claim.claim_text}",
                                      excerpts=[b.evidence_excerpt for b in claim.evidence_bindings])
         except Exception as exc:
@@ -416,7 +417,7 @@ class _Run:
         self.record.notes.extend(Finding(rule="source.unavailable", message=problem)
                                  for problem in self.catalog.problems)
         self.scope = read_scope(self.question, self.catalog)
-        self.target = question_target(self.question, self.catalog)
+        self.target = question_target(self.question, self.catalog).without(self.scope.excluded_terms)
         self.plan = PlannerOutput(scope="narrow" if self.scope.narrow else "broad",
                                   excluded_topics=list(self.scope.excluded_topics))
 
@@ -431,11 +432,6 @@ class _Run:
         self.plan = PlannerOutput(scope="narrow" if self.scope.narrow else "broad",
                                   target_services=planned.target_services, topics=planned.topics,
                                   excluded_topics=list(self.scope.excluded_topics))
-        if planned.excluded_topics != self.plan.excluded_topics:
-            self.record.notes.append(Finding(
-                rule="planner.scope_replaced",
-                message=f"the planner read excluded={planned.excluded_topics}; the question's scope is "
-                        f"{self.plan.scope}, excluded={self.plan.excluded_topics}"))
 
     def _close(self, status: str, verdict: str, composer: ComposerOutput, evaluation=None) -> DiagnosisSession:
         record = self.record

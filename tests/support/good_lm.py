@@ -26,7 +26,8 @@ def good_lm(case: dict, *, planner=None, gather=None, executor=None, verifier=No
             observations = field_value(user, "observations")
             if executor:
                 return executor(observations, state["executor"], user)
-            return gold_executor_output(case, observations)
+            # A good LM points at its citations, as the shipped demos show it.
+            return gold_executor_output(case, observations, point=True)
         if stage == "judgement":
             return verifier(user) if verifier else pass_all(user)
         if stage == "answer":

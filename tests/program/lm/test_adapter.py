@@ -1,10 +1,10 @@
 import dspy
 
 from program.evidence.matching import match_excerpt
-from program.evidence.citations import Menu, clauses
-from program.lm.adapter import citation_patch, tool_call_patch
+from program.evidence.citations import Menu
+from program.lm.adapter import citation_patch, judgement_patch, tool_call_patch
 from signatures.contracts import PlannerOutput
-from signatures.diagnosis import CiteEvidence, GatherEvidence, PlanDiagnosis, narrow_citation
+from signatures.diagnosis import CiteEvidence, GatherEvidence, JudgeClaim, PlanDiagnosis, narrow_citation
 from tools.catalog import Catalog
 from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder
@@ -84,18 +84,10 @@ def test_a_narrow_schema_has_no_empty_claim_list_and_no_branch_the_evidence_cann
 def test_a_multi_clause_ref_offers_a_label_per_clause_the_gatekeeper_accepts(store):
     menu, (alert,) = _menu(store, ("query_metrics", {"service": "order-service", "alert_name": "HighMemoryUsage"}))
     text = alert.retrieval_details.evidence_refs[0].text
-    labels = {label: c.excerpt for label, c in menu.citations.items()}
+    labels = {label: menu.citations[label].excerpt for label in menu.offered}
     assert labels[f"#{alert.id} $.alerts[0]"] == text
     assert labels[f"#{alert.id} $.alerts[0] §2"] == "JVM heap usage 3.8GB/4GB"
     assert all(excerpt in text and match_excerpt(excerpt, text).ok for excerpt in labels.values())
-
-
-def test_a_clause_the_gatekeeper_would_refuse_is_not_offered():
-    text = "pool check for replica-2 did not; succeed; waiting=0"
-    parts = clauses(text)
-    assert parts[2] == "waiting=0"
-    # "succeed" alone would drop the negation before it: the gatekeeper refuses it, so it has no label
-    assert not match_excerpt("succeed", text).ok and parts[1] == ""
 
 
 def test_the_patched_schema_compiles_to_a_llama_grammar(store):
@@ -113,7 +105,8 @@ def test_the_patched_schema_compiles_to_a_llama_grammar(store):
 
     for schema in (citation_patch(Menu(recorder.invocations), narrow=True)(_schema(narrow_citation(CiteEvidence))),
                    citation_patch(Menu(recorder.invocations))(_schema(CiteEvidence)),
-                   tool_call_patch(CATALOG, TOOLBOX, min_calls=1)(_schema(PlanDiagnosis))):
+                   tool_call_patch(CATALOG, TOOLBOX, min_calls=1)(_schema(PlanDiagnosis)),
+                   judgement_patch(_schema(JudgeClaim))):
         grammar = schema_grammar_text(json.dumps(schema))
         assert LlamaGrammar.from_string(grammar, verbose=False) is not None
         # Qwen writes indented JSON: the grammar must let it break lines
@@ -143,14 +136,21 @@ def test_adapter_applies_the_patch_only_inside_the_context(store):
     assert "anyOf" in seen[1]["$defs"]["ToolCall"]
 
 
-def test_a_planner_without_exclusion_clauses_may_only_choose_names_the_question_spells():
+def test_a_planner_may_only_choose_exclusions_among_the_names_the_question_spells():
     from program.lm.adapter import choices_patch
-    from signatures.contracts import PlannerOutput
 
-    schema = {"$defs": {"PlannerOutput": PlannerOutput.model_json_schema()}}
-    patched = choices_patch("PlannerOutput", "excluded_topics", ("order-service", "PodOOMKilled"), 2)(schema)
-    prop = patched["$defs"]["PlannerOutput"]["properties"]["excluded_topics"]
+    schema = _schema(PlanDiagnosis)
+    patched = choices_patch("PlanDraft", "excluded_topics", ("order-service", "PodOOMKilled"), 2)(schema)
+    prop = patched["$defs"]["PlanDraft"]["properties"]["excluded_topics"]
     assert prop["items"]["enum"] == ["order-service", "PodOOMKilled"] and prop["maxItems"] == 2
-    none = choices_patch("PlannerOutput", "excluded_topics", (), 2)(
-        {"$defs": {"PlannerOutput": PlannerOutput.model_json_schema()}})
-    assert none["$defs"]["PlannerOutput"]["properties"]["excluded_topics"]["maxItems"] == 0
+    # With nothing to choose, the planner does not write the (optional) list at all.
+    none = choices_patch("PlanDraft", "excluded_topics", (), 2)(_schema(PlanDiagnosis))
+    assert "excluded_topics" not in none["$defs"]["PlanDraft"]["properties"]
+    assert list(none["$defs"]["PlanDraft"]["properties"]) == ["target_services", "topics"]
+
+
+def test_a_supported_judgement_writes_no_reason_and_any_other_says_why():
+    supported, other = judgement_patch(_schema(JudgeClaim))["anyOf"]
+    assert supported["properties"] == {"judgement": {"const": "supported"}, "reason": {"const": ""}}
+    assert other["properties"]["judgement"] == {"enum": ["over-reaches", "contradicted"]}
+    assert other["properties"]["reason"]["type"] == "string"

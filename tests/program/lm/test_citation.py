@@ -58,11 +58,44 @@ def test_a_label_expands_into_the_binding_the_gatekeeper_checks_as_if_it_were_qu
                         evidence_excerpt="JVM heap usage 3.8GB/4GB")]
     assert claims[1].evidence_bindings[0].raw_path is None
     assert claims[1].evidence_bindings[0].evidence_excerpt == empty.retrieval_details.message
-    # The gatekeeper sees only the expanded bindings and checks them exactly as quoted ones.
-    expanded = _check(store, recorder, claims).gate
-    quoted = gatekeeper.check(ExecutorOutput(claims=claims), recorder.invocations, recorder.session_id)
-    assert expanded.status == quoted.status == "pass"
-    assert [cb.matched_text for cb in expanded.checked_bindings] == [cb.matched_text for cb in quoted.checked_bindings]
+    # The gatekeeper sees only the expanded bindings, checks them as quoted ones, and finds each
+    # exactly where the label points.
+    gate = _check(store, recorder, claims).gate
+    assert gate.status == "pass"
+    assert [cb.matched_text for cb in gate.checked_bindings] == [ref.text, "JVM heap usage 3.8GB/4GB",
+                                                                 empty.retrieval_details.message]
+
+
+@pytest.mark.parametrize("written", ["#{id} $.alerts[0]:", "＃{id}  $.alerts[0]", " #{id} $.alerts[0] ",
+                                     "#{id} $.alerts[0] § 2"])
+def test_a_label_is_read_as_the_lm_meant_it_whatever_its_spacing(recorder, written):
+    alert, _ = _session(recorder)
+    citation = Menu(recorder.invocations).lookup(written.format(id=alert.id))
+    assert citation is not None and citation.invocation_id == alert.id and citation.raw_path == "$.alerts[0]"
+
+
+def test_a_clause_not_offered_is_still_the_refs_own_text_and_the_gatekeeper_judges_it():
+    from signatures.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
+
+    text = "pool check for replica-2 did not; succeed; waiting=0"
+    inv = ToolInvocation(id=1, session_id="s", tool_name="query_logs", input={}, retrieval_details=RetrievalDetails(
+        evidence_status="supported", evidence_refs=[EvidenceRef(raw_path="$.logs[0]", text=text)]))
+    menu = Menu([inv])
+    assert "#1 $.logs[0] §2" not in menu.offered and "#1 $.logs[0] §3" in menu.offered
+    claims, refused = menu.expand([ClaimDraft(claim_type="observation", evidence_bindings=["#1 $.logs[0] §2"],
+                                              claim_text="replica-2 pool check succeeded")])
+    assert refused == [] and claims[0].evidence_bindings[0].evidence_excerpt == "succeed"
+    # "succeed" alone drops the negation before it: the gatekeeper refuses it, as it would a quote.
+    assert gatekeeper.check(ExecutorOutput(claims=claims), [inv], "s").status == "fail"
+
+
+def test_claims_keep_unique_ids_the_lm_gave_and_the_others_are_numbered(recorder):
+    alert, _ = _session(recorder)
+    label = f"#{alert.id} $.alerts[0]"
+    drafts = [ClaimDraft(claim_type="observation", evidence_bindings=[label], claim_text=f"claim {n}", claim_id=cid)
+              for n, cid in enumerate([None, "claim-1", "claim-1", "c9"])]
+    claims, _ = Menu(recorder.invocations).expand(drafts)
+    assert [c.claim_id for c in claims] == ["claim-2", "claim-1", "claim-3", "c9"]
 
 
 @pytest.mark.parametrize("label", ["#99 $.alerts[0]", "#{alert} $.alerts[3]", "#{alert} $.alerts[0] §9",
@@ -73,11 +106,16 @@ def test_a_label_that_names_no_citation_is_refused_as_fabricated(store, recorder
     drafts = [ClaimDraft(claim_type="observation", evidence_bindings=[f"#{alert.id} $.alerts[0]", label],
                          claim_text="order-service 存在 HighMemoryUsage 告警（firing）。")]
     claims, refused = Menu(recorder.invocations).expand(drafts)
-    assert [(f.rule, f.claim_id, f.binding_index) for f in refused] == [("evidence.unknown_label", "claim-1", 1)]
+    assert [(f.rule, f.claim_id, f.binding_index) for f in refused] == [("evidence.unknown_label", "claim-1", None)]
+    assert "binding 1 " in refused[0].message and repr(label) in refused[0].message
     assert len(claims[0].evidence_bindings) == 1  # only the real citation was expanded
-    gate = _check(store, recorder, claims, refused).gate
-    assert (gate.status, gate.severity) == ("fail", "reject")
-    assert "evidence.unknown_label" in gate.failed_rules
+    checked = _check(store, recorder, claims, refused)
+    assert (checked.gate.status, checked.gate.severity) == ("fail", "reject")
+    assert "evidence.unknown_label" in checked.gate.failed_rules
+    # The claim's one real binding passed, but a claim with a made-up label is not verifiable: the
+    # metric must not score it as if the label were not there.
+    assert all(cb.status == "pass" for cb in checked.gate.checked_bindings)
+    assert checked.verifiable == []
 
 
 def _capturing(responder):
@@ -186,3 +224,42 @@ def test_the_module_does_not_ask_the_lm_when_nothing_can_be_cited(recorder):
     assert requests == []
     assert (nothing.error.rule, failed.error.rule) == ("executor.no_evidence_gathered", "executor.nothing_to_cite")
     assert nothing.output.claims == failed.output.claims == []
+
+
+def test_output_that_does_not_parse_is_salvaged_with_only_the_fields_a_narrow_question_asks_for(recorder):
+    alert, _ = _session(recorder)
+    label = f"#{alert.id} $.alerts[0]"
+    broken = ('{"claims": [{"claim_type": "observation", "evidence_bindings": ["' + label + '"], '
+              '"claim_text": "order-service 存在 HighMemoryUsage 告警（firing）。"}], "missing_info": [], '
+              '"recommended_actions": [{"action_id": "a1", "action_text": "restart it"}], "extra": ')
+    lm = scripted_lm(lambda stage, user, demos: broken)
+    with dspy.context(lm=lm):
+        cited = Cite()(question=QUESTION, plan=PlannerOutput(scope="narrow"), invocations=recorder.invocations,
+                       narrow=True)
+    assert cited.error.rule == "lm.executor.unparseable" and cited.parse_status.status == "repaired"
+    assert cited.drafts[0].evidence_bindings == [label]
+    assert cited.output.claims[0].evidence_bindings[0].raw_path == "$.alerts[0]"
+    assert cited.output.recommended_actions == [] and cited.output.hypotheses == []
+
+
+def test_a_saved_and_loaded_program_shows_its_demos_as_the_one_that_was_saved(tmp_path, cases):
+    """A loaded program's demos are plain dicts; the prompt must still show them in the shape the
+    grammar lets the model write (no claim_id, bindings before text, a tool call's own arguments)."""
+    from devset.recorded import record as record_cases
+
+    case = cases["hikaricp_negative"]
+    evidence = record_cases([case], active_catalog())
+    saved = Diagnosis(citation=dspy.LabeledFewShot(k=1).compile(Cite(), trainset=[
+        evidence[case["case_id"]].example()]))
+    saved.save(str(tmp_path / "program.json"))
+    loaded = Diagnosis()
+    loaded.load(str(tmp_path / "program.json"))
+    adapter = ConstrainedJSONAdapter(compact=True)
+    inputs = {"question": QUESTION, "plan": PlannerOutput(scope="narrow"), "observations": "-", "retry_context": "none"}
+    for name in ("executor.predict", "planner"):
+        before, after = (dict(p.named_predictors())[name] for p in (saved, loaded))
+        assert isinstance(after.demos[0], dspy.Example)
+        shown = [adapter.format(predictor.signature, predictor.demos, inputs if name != "planner" else
+                                {"question": QUESTION}) for predictor in (before, after)]
+        assert shown[0] == shown[1]
+        assert '"claim_id"' not in json.dumps(shown[1], ensure_ascii=False)
