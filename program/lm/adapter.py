@@ -244,8 +244,9 @@ def chain(*patches: SchemaPatch) -> SchemaPatch:
 
 
 def choices_patch(definition: str, name: str, choices: tuple[str, ...], max_items: int) -> SchemaPatch:
-    """Make a model's optional list-of-strings property a list of these choices only; with no
-    choices, leave it out, so the LM does not spend tokens writing an empty list."""
+    """Make a model's list-of-strings property a list of these choices only; with no choices,
+    leave it out (the contract's default, an empty list, stands in), so the LM does not spend
+    tokens writing an empty list."""
 
     def patch(schema: dict) -> dict:
         target = schema.get("$defs", {}).get(definition, {})
@@ -253,8 +254,10 @@ def choices_patch(definition: str, name: str, choices: tuple[str, ...], max_item
         if prop is not None and choices:
             prop["items"] = {"type": "string", "enum": list(choices)}
             prop["maxItems"] = min(max_items, len(choices))
-        elif prop is not None and name not in target.get("required", []):
+        elif prop is not None:
             del target["properties"][name]
+            if name in target.get("required", []):
+                target["required"].remove(name)
         return schema
 
     return patch
