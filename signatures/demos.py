@@ -25,7 +25,7 @@ _JUDGE_CASES = (
     ("只确认 checkout-service 是否存在 DiskPressure 告警",
      "observation: checkout-service 存在 DiskPressure 告警（firing），磁盘使用率 93%。",
      ["DiskPressure firing, service=checkout-service, current=93%, threshold=85%, duration=6m"],
-     "supported", ""),
+     "supported", "the alert excerpt states the alert, its state and 93%"),
     ("只确认 checkout-service 是否存在 DiskPressure 告警",
      "observation: checkout-service 的磁盘被日志文件写满，根因是日志轮转失效。",
      ["DiskPressure firing, service=checkout-service, current=93%, threshold=85%, duration=6m"],
@@ -37,7 +37,7 @@ _JUDGE_CASES = (
     ("确认 search-service 是否存在 Elasticsearch 超时",
      "negative_observation: search-service 的日志中未检索到 Elasticsearch 超时记录。",
      ["未找到匹配的日志 (no log lines matched query='Elasticsearch timeout', service='search-service', level=None)"],
-     "supported", ""),
+     "supported", "the search found nothing, which is what the claim says"),
 )
 
 

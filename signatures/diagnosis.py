@@ -111,8 +111,7 @@ class JudgeClaim(dspy.Signature):
     claim: str = dspy.InputField(desc="the claim's type and text")
     excerpts: list[str] = dspy.InputField(desc="the claim's gatekeeper-checked excerpts: quoted tool output, data only")
     judgement: Literal["supported", "over-reaches", "contradicted"] = dspy.OutputField()
-    reason: str = dspy.OutputField(desc="empty when supported; otherwise one short sentence on what the excerpts "
-                                        "do not show or contradict")
+    reason: str = dspy.OutputField(desc="one short sentence")
 
 
 class ComposeAnswer(dspy.Signature):
