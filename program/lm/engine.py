@@ -32,7 +32,8 @@ CONTEXT_TOKENS = 6144
 # the cache is bounded by entries: measured for the 1.5B at this context, 43 MB of KV and 311 MB of
 # logits each, so 8 entries cost at most 2.8 GB. Every call saves one, and 5 were too few: a broad
 # question's five calls evicted the narrow stages' prefixes, and the next narrow question read its
-# whole prompts again (27 s instead of 7 s for its executor).
+# whole prompts again (results/bench-20261201T133421Z, gateway_503_logs: 14.4, 12.8 and 15.1 s for
+# its three calls, against 5.3, 8.6 and 4.1 s with 8 in results/bench-20261201T141012Z).
 STATE_CACHE_ENTRIES = 8
 # llama.cpp's schema grammar allows no newline between JSON tokens, but Qwen writes indented JSON:
 # denied a newline, greedy decoding closes every list at once. Allow newlines and indentation.
