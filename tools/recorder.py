@@ -100,7 +100,7 @@ def citation_label(invocation_id: int, raw_path: str | None, clause: int | None 
     `#3 no-hit` the message of a search that found nothing."""
     if raw_path is None:
         return f"#{invocation_id} no-hit"
-    return f"#{invocation_id} {raw_path}" + (f" §{clause}" if clause else "")
+    return f"#{invocation_id} {raw_path}" + ("" if clause is None else f" §{clause}")
 
 
 def render_observation(invocation: ToolInvocation) -> str:

@@ -56,7 +56,7 @@ def canonical_label(written: str) -> str | None:
     if found is None:
         return None
     inv_id, path, clause, _ = found.groups()
-    return citation_label(int(inv_id), path, int(clause) if clause else None)
+    return citation_label(int(inv_id), path, None if clause is None else int(clause))
 
 
 class Menu:

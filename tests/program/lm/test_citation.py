@@ -99,6 +99,7 @@ def test_claims_keep_unique_ids_the_lm_gave_and_the_others_are_numbered(recorder
 
 
 @pytest.mark.parametrize("label", ["#99 $.alerts[0]", "#{alert} $.alerts[3]", "#{alert} $.alerts[0] §9",
+                                   "#{alert} $.alerts[0] §0",
                                    "#{empty} $.logs[0]", "#{alert} no-hit", "$.alerts[0]", "HighMemoryUsage firing"])
 def test_a_label_that_names_no_citation_is_refused_as_fabricated(store, recorder, label):
     alert, empty = _session(recorder)
