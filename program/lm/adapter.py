@@ -265,9 +265,9 @@ def choices_patch(definition: str, name: str, choices: tuple[str, ...], max_item
 
 def judgement_patch(schema: dict) -> dict:
     """A supported claim needs no reason (the excerpts say it); any other judgement says why. The
-    demos keep their reasons: without them the 1.5B judged honest negatives "contradicted" (3 of
-    the unseen questions in results/bench-20261201T143515Z), and the judgement is written first,
-    so the grammar's empty reason cannot change it."""
+    demos keep their reasons: without them the 1.5B judged two more honest negatives
+    "contradicted" (results/bench-20261201T143515Z against results/bench-20261201T141012Z), and the
+    judgement is written first, so the grammar's empty reason cannot change it."""
     judgements = schema["properties"]["judgement"]["enum"]
 
     def branch(judgement: dict, reason: dict) -> dict:
