@@ -132,3 +132,15 @@ def test_bad_flags_exit_with_usage(flags):
     with pytest.raises(SystemExit) as exit_info:
         optimize.main(flags)
     assert exit_info.value.code == 2
+
+
+def test_a_compiled_program_that_cannot_be_loaded_is_not_used(tmp_path, monkeypatch, caplog):
+    """A file saved for another program's stages (the executor was a Predict before it became the
+    citation module) or a broken one: the uncompiled program runs, and the log says why."""
+    monkeypatch.setenv("DIAGNOSIS_COMPILED_DIR", str(tmp_path))
+    (tmp_path / "diagnosis-20260101T000000Z.json").write_text(json.dumps({"executor": {"demos": []}}))
+    with caplog.at_level("WARNING"):
+        assert load_program(AuditStore("sqlite://")) is None
+    assert "cannot be loaded" in caplog.text
+    (tmp_path / "diagnosis-20260102T000000Z.json").write_text("{broken")
+    assert load_program(AuditStore("sqlite://")) is None

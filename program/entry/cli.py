@@ -16,6 +16,7 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from program.entry.audit import AuditStore, AuditStoreError
+from program.evidence.gatekeeper import UNKNOWN_LABEL
 from signatures.contracts import DiagnosisResult, DiagnosisSession
 
 STAGE_LABELS = {
@@ -156,7 +157,8 @@ def print_audit(console: Console, record: DiagnosisSession, invocations) -> None
             for cb in cbs:
                 console.print(f"  {owner} cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: {cb.status} {cb.rule or ''}")
         for finding in gate.errors:
-            if finding.binding_index is None:
+            # Records from before refused labels lost their index still carry one for them.
+            if finding.binding_index is None or finding.rule == UNKNOWN_LABEL:
                 console.print(f"  [red]{finding.rule}[/]: {finding.message}")
         for warning in gate.warnings:
             console.print(f"  [yellow]{warning.rule}[/]: {warning.message}")

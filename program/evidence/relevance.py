@@ -27,10 +27,15 @@ class Target:
     alerts: tuple[str, ...] = ()  # catalog alert names the question spells out
 
     def without(self, excluded_terms: tuple[str, ...]) -> Target:
-        """The target less what the user excluded."""
-        return Target(services=tuple(s for s in self.services if not mentions(s, excluded_terms)),
-                      topics=tuple(g for g in self.topics if not any(mentions(t, excluded_terms) for t in g)),
-                      alerts=tuple(a for a in self.alerts if not mentions(a, excluded_terms)))
+        """The target less what the user excluded. An exclusion that would leave none of the
+        services, topics or alerts the question named takes nothing of that kind away: with an
+        empty target the relevance checks would pass a claim about anything, while the exclusion
+        check still blocks every claim that names what was excluded, so such a question fails
+        closed."""
+        services = tuple(s for s in self.services if not mentions(s, excluded_terms))
+        topics = tuple(g for g in self.topics if not any(mentions(t, excluded_terms) for t in g))
+        alerts = tuple(a for a in self.alerts if not mentions(a, excluded_terms))
+        return Target(services=services or self.services, topics=topics or self.topics, alerts=alerts or self.alerts)
 
     def describe(self) -> str:
         topics = ", ".join(group[0] for group in self.topics)

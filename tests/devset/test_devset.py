@@ -96,7 +96,6 @@ def test_every_gold_output_is_grounded_on_its_recorded_evidence(devset):
     assert len(evidence) == len([c for c in devset if c["runs_lm"]])
     for case_id, recorded in evidence.items():
         assert recorded.scope.narrow
-        assert PlanDraft(**gold_plan(recorded.case)).target_services == recorded.case["gold"]["plan"]["target_services"]
         scored = score_output(recorded, ExecutorOutput.model_validate(gold_executor_output(recorded.case,
                                                                                           recorded.observations)))
         assert (case_id, scored.score, scored.verdict) == (case_id, 1.0, "PASS"), scored.feedback

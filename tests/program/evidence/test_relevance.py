@@ -46,3 +46,20 @@ def test_a_weaker_citation_beside_the_strongest_does_not_sink_the_claim():
     assert "no cited evidence concerns" in off_topic(claim, [deploy], target)
     other = "[11:20][WARN][order-service] Container order-service OOMKilled, restart count 1"
     assert "does not name notification-service" in off_topic(claim, [alert, other], target)
+
+
+@pytest.mark.parametrize("question", [
+    "只确认 order-service 是否有 HikariCP 连接池耗尽日志，不要看连接池告警",
+    "Only confirm whether order-service logged OutOfMemoryError; do not analyse memory.",
+])
+def test_an_exclusion_that_would_empty_the_target_leaves_it_whole_so_an_off_topic_claim_is_still_off_topic(question):
+    """Both exclusions spell out terms of the very topic asked about. Read into the target, they
+    would leave no topic, and a claim about anything on the service would be on topic."""
+    from program.evidence.scope import read_scope
+
+    catalog = active_catalog()
+    asked = question_target(question, catalog)
+    target = asked.without(read_scope(question, catalog).excluded_terms)
+    assert asked.topics and target.topics == asked.topics
+    slow = "[10:01][WARN][order-service] Slow query on orders table: 2300ms"
+    assert "does not concern" in off_topic("order-service 存在慢查询日志：Slow query 2300ms", [slow], target)

@@ -1,6 +1,5 @@
 import dspy
 
-from program.evidence.matching import match_excerpt
 from program.evidence.citations import Menu
 from program.lm.adapter import citation_patch, judgement_patch, tool_call_patch
 from signatures.contracts import PlannerOutput
@@ -87,7 +86,7 @@ def test_a_multi_clause_ref_offers_a_label_per_clause_the_gatekeeper_accepts(sto
     labels = {label: menu.citations[label].excerpt for label in menu.offered}
     assert labels[f"#{alert.id} $.alerts[0]"] == text
     assert labels[f"#{alert.id} $.alerts[0] §2"] == "JVM heap usage 3.8GB/4GB"
-    assert all(excerpt in text and match_excerpt(excerpt, text).ok for excerpt in labels.values())
+    assert all(excerpt in text for excerpt in labels.values())
 
 
 def test_the_patched_schema_compiles_to_a_llama_grammar(store):
