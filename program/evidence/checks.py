@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import cached_property
 
 from program.evidence.hook import VerifierInputHook
 from program.evidence.relevance import Target
@@ -42,7 +43,7 @@ class Checked:
     def claims(self) -> list[Claim]:
         return self.verifier_input.executor_structured_output.claims
 
-    @property
+    @cached_property
     def failed(self) -> set[str]:
         """Claims the gatekeeper found fault with: a failed binding, or a finding of its own (a label
         that names no citation never becomes a binding, so it is only a finding)."""
@@ -51,8 +52,10 @@ class Checked:
 
     @property
     def verifiable(self) -> list[Claim]:
-        """Claims the gatekeeper found no fault with and no code check blocks: what the verifier may judge."""
-        return [c for c in self.claims if c.claim_id not in self.failed and c.claim_id not in self.blockers
+        """Claims the gatekeeper found no fault with and no code check blocks: what the verifier may
+        judge. Not cached: the second look adds blockers after the check."""
+        failed = self.failed
+        return [c for c in self.claims if c.claim_id not in failed and c.claim_id not in self.blockers
                 and c.evidence_bindings]
 
 
