@@ -10,7 +10,7 @@ that failed.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import dspy
 
@@ -51,6 +51,7 @@ class Recorded:
     observations: str
     # Every name (service, alert, state) a claim may only state when its evidence states it.
     names: tuple[str, ...] = ()
+    topics: list[tuple[str, ...]] = field(default_factory=list)
 
     def example(self) -> dspy.Example:
         """The citation module's inputs; the case id, the rendered observations and the gold output
@@ -83,7 +84,8 @@ def record(cases: list[dict], catalog: Catalog) -> dict[str, Recorded]:
         recorded[case["case_id"]] = Recorded(
             case=case, store=store, session_id=session, invocations=list(recorder.invocations), scope=scope,
             target=question_target(case["question"], catalog).without(scope.excluded_terms), plan=plan,
-            observations=render_observations(recorder.invocations), names=catalog.names)
+            observations=render_observations(recorder.invocations), names=catalog.names,
+            topics=catalog.topic_groups())
     return recorded
 
 
@@ -107,7 +109,7 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
         recorded.store, session_id=recorded.session_id, question=case["question"], output=output,
         parse_status=parse or ParseStatus(status="valid", detail="parsed executor evidence contract"),
         invocations=recorded.invocations, target=recorded.target, toolbox=TOOLBOX, refused=refused,
-        excluded_terms=recorded.scope.excluded_terms, names=recorded.names)
+        excluded_terms=recorded.scope.excluded_terms, names=recorded.names, topics=recorded.topics)
     gate: GatekeeperResult = checked.gate
     claims, blockers, verifiable = checked.claims, checked.blockers, checked.verifiable
     parts: dict[str, float] = {}

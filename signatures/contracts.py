@@ -216,6 +216,8 @@ class CheckedBinding(Contract):
     status: Literal["pass", "fail"]
     severity: Severity = "none"
     matched_text: str | None = None
+    # The whole clauses of the ref the excerpt sits in: what the verifier judges and the answer quotes.
+    context: str | None = None
     rule: str | None = None
     message: str | None = None
     backfilled: bool = False

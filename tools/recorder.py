@@ -103,12 +103,16 @@ def citation_label(invocation_id: int, raw_path: str | None, clause: int | None 
     return f"#{invocation_id} {raw_path}" + ("" if clause is None else f" §{clause}")
 
 
+def call_text(invocation: ToolInvocation) -> str:
+    """The call as it was made: query_logs(query='HikariCP', service='inventory-service')."""
+    return f"{invocation.tool_name}({', '.join(f'{k}={v!r}' for k, v in invocation.input.items())})"
+
+
 def render_observation(invocation: ToolInvocation) -> str:
     """What the LM sees of one call: its id, arguments, status, and each ref or no-hit message
     after the label that cites it."""
-    args = ", ".join(f"{k}={v!r}" for k, v in invocation.input.items())
     details = invocation.retrieval_details
-    head = f"#{invocation.id} {invocation.tool_name}({args}) -> {details.evidence_status}"
+    head = f"#{invocation.id} {call_text(invocation)} -> {details.evidence_status}"
     if details.evidence_status == "failed":
         return f"{head}: {details.message}"
     if details.evidence_status == "no_evidence":

@@ -2,8 +2,14 @@
 
 The composer LM writes the answer; code then checks it. Raw JSON or paths, a whole tool-output
 dump, a blocked claim, an excluded topic, an echoed injection, a sentence that negates a verified
-claim, a number, name or identifier that no verified claim or excerpt contains, or an answer past
-the length cap makes code replace it with an answer built only from verified claims.
+claim or asserts a state its evidence does not report, a number, name or identifier that no
+verified claim or cited clause contains, bidirectional controls, or an answer past the length cap
+makes code replace it with an answer built only from verified claims.
+
+Every sentence of the deterministic answer is code's: the verdict, the verified claims (checked
+claim by claim) with the whole clauses they cite, the searches that found nothing, the lookups
+that failed. The executor's missing_info is LM text that no check reads, so it stays in the audit
+record and never reaches the answer.
 """
 
 from __future__ import annotations
@@ -12,10 +18,11 @@ import re
 
 from program.evidence.injection import addresses_the_model
 from program.evidence.language import say, verdict_text
-from program.evidence.matching import canonical
+from program.evidence.matching import bidi_controls, canonical
 from program.evidence.scope import mentions
-from program.evidence.verdict import IDENTIFIER, NUMBER, negated
-from signatures.contracts import Claim, Language, MissingInfo, Verdict
+from program.evidence.statements import negated, state_conflicts, ungrounded_numbers
+from program.evidence.verdict import IDENTIFIER, CitedRef
+from signatures.contracts import Claim, Language, Verdict
 
 RAW_JSON = re.compile(r"[{\[]\s*\"[^\"]+\"\s*:|\"(?:claim_id|evidence_bindings|source_invocation_id|raw_path)\"")
 # Any locator of any tool's output: an answer is for a person, who has no use for one.
@@ -30,33 +37,39 @@ HEDGE = re.compile(r"未确认|尚未确认|无法确认|不能确认|不确定|
                    re.IGNORECASE)
 
 
-def fact_line(claim: Claim) -> str:
-    """How a verified claim is shown to the composer: its text and the excerpts it rests on."""
-    return f"{claim.claim_text} (evidence: {'; '.join(b.evidence_excerpt for b in claim.evidence_bindings)})"
+def contexts(claim: Claim, cited: dict[str, list[CitedRef]]) -> list[str]:
+    """What a claim's evidence is shown as: the whole clauses its quotes sit in, never a fragment."""
+    return [ref.context for ref in cited.get(claim.claim_id, [])] or [b.evidence_excerpt for b in claim.evidence_bindings]
 
 
-def _grounding_text(claims: list[Claim]) -> str:
-    return " ".join([c.claim_text for c in claims] + [b.evidence_excerpt for c in claims for b in c.evidence_bindings])
+def fact_line(claim: Claim, cited: dict[str, list[CitedRef]]) -> str:
+    """How a verified claim is shown to the composer: its text and the clauses it rests on."""
+    return f"{claim.claim_text} (evidence: {'; '.join(contexts(claim, cited))})"
 
 
-def contradicting_sentences(answer: str, verified: list[Claim], names: tuple[str, ...]) -> list[str]:
-    """Sentences that negate a verified positive claim: they name its service, alert or topic and
-    carry a negation that is not a hedge about something unconfirmed."""
+def contradicting_sentences(answer: str, verified: list[Claim], names: tuple[str, ...],
+                            cited: dict[str, list[CitedRef]]) -> list[str]:
+    """Sentences that negate a verified positive claim (they name its service, alert or topic and
+    carry a negation that is not a hedge about something unconfirmed), or that assert a state the
+    verified claims' evidence does not report, whether or not they name the alert."""
     positives = [c for c in verified if c.claim_type != "negative_observation"]
     subjects = [n.casefold() for n in names if any(n.casefold() in c.claim_text.casefold() for c in positives)]
+    states = {ref.state for c in positives for ref in cited.get(c.claim_id, []) if ref.state}
+    evidence = [text for c in positives for text in contexts(c, cited)]
     found = []
     for sentence in SENTENCE.findall(answer):
-        if subjects and mentions(sentence, subjects) and negated(HEDGE.sub(" ", sentence)):
+        unhedged = HEDGE.sub(" ", sentence)
+        if (subjects and mentions(sentence, subjects) and negated(unhedged)) or state_conflicts(unhedged, states, evidence):
             found.append(sentence.strip())
     return found
 
 
-def ungrounded_tokens(answer: str, verified: list[Claim], names: tuple[str, ...]) -> list[str]:
-    """Numbers, identifiers and catalog names the answer states that no verified claim or excerpt holds."""
-    grounding = _grounding_text(verified)
-    folded = canonical(grounding).text
-    values = {float(n) for n in NUMBER.findall(canonical(grounding).text)}
-    missing = [n for n in NUMBER.findall(canonical(answer).text) if float(n) not in values]
+def ungrounded_tokens(answer: str, verified: list[Claim], names: tuple[str, ...],
+                      cited: dict[str, list[CitedRef]]) -> list[str]:
+    """Numbers, identifiers and catalog names the answer states that no verified claim or cited clause holds."""
+    grounding = [c.claim_text for c in verified] + [text for c in verified for text in contexts(c, cited)]
+    folded = canonical(" ".join(grounding)).text
+    missing = ungrounded_numbers(answer, grounding)
     tokens = IDENTIFIER.findall(answer) + [n for n in names if mentions(answer, [n.casefold()])]
     missing += [t for t in tokens if canonical(t).text not in folded]
     return list(dict.fromkeys(missing))
@@ -70,18 +83,20 @@ def scan_answer(
     excluded_terms: tuple[str, ...],
     ref_texts: list[str],
     names: tuple[str, ...] = (),
+    cited: dict[str, list[CitedRef]] | None = None,
 ) -> list[str]:
     """Reasons to refuse the composer's answer; empty when it may be shown. `names` are the
-    catalog's service and alert names."""
+    catalog's service and alert names; `cited`, what each claim's passing bindings point at."""
+    cited = cited or {}
     reasons = []
     text = answer.strip()
     if not text:
         return ["the answer is empty"]
     if len(text) > MAX_ANSWER_CHARS:
         reasons.append(f"the answer is {len(text)} characters, over the {MAX_ANSWER_CHARS}-character cap")
-    if contradiction := contradicting_sentences(text, verified, names):
-        reasons.append(f"the answer negates a verified claim: {contradiction[0]!r}")
-    if ungrounded := ungrounded_tokens(text, verified, names):
+    if contradiction := contradicting_sentences(text, verified, names, cited):
+        reasons.append(f"the answer negates a verified claim or its evidence: {contradiction[0]!r}")
+    if ungrounded := ungrounded_tokens(text, verified, names, cited):
         reasons.append(f"the answer states {', '.join(ungrounded[:5])}, which no verified claim or excerpt contains")
     if RAW_JSON.search(text) or RAW_PATH.search(text):
         reasons.append("the answer contains raw JSON or evidence paths")
@@ -98,39 +113,41 @@ def scan_answer(
         reasons.append(f"the answer mentions excluded topic(s): {', '.join(hits)}")
     if addresses_the_model(text):
         reasons.append("the answer repeats an instruction found in tool output")
+    if controls := bidi_controls(text):
+        reasons.append(f"the answer holds bidirectional control characters ({', '.join(controls)})")
     has_positive = any(c.claim_type != "negative_observation" for c in verified)
     if not has_positive and not any(p in text.casefold() for p in NO_EVIDENCE_PHRASES):
         reasons.append("nothing positive was verified, but the answer does not say that no real evidence was found")
     return reasons
 
 
-def deterministic_answer(verdict: Verdict, verified: list[Claim], missing: list[MissingInfo],
-                         failed_rules: list[str], excluded_terms: tuple[str, ...] = (),
-                         no_hits: dict[str, list[str]] | None = None, language: Language = "zh",
-                         possible_matches: list[str] | tuple[str, ...] = ()) -> str:
-    """The answer code can always give. A verified negative observation is stated as the searches
-    that found nothing (`no_hits`: claim id -> the calls that were made), never in the LM's words,
-    nor with the tool's own no-hit message, which lists the catalog (and so may name what the user
-    excluded): a no-hit supports only "nothing matched". Written in `language`."""
-    no_hits = no_hits or {}
+def deterministic_answer(verdict: Verdict, verified: list[Claim], failed_rules: list[str], *,
+                         cited: dict[str, list[CitedRef]] | None = None, excluded_terms: tuple[str, ...] = (),
+                         language: Language = "zh", possible_matches: list[str] | tuple[str, ...] = (),
+                         failed_calls: list[str] | tuple[str, ...] = ()) -> str:
+    """The answer code can always give. A verified claim is shown with the whole clauses it cites
+    (`cited`: claim id -> what its passing bindings point at). A verified negative observation is
+    stated as the searches that found nothing, never in the LM's words, nor with the tool's own
+    no-hit message, which lists the catalog (and so may name what the user excluded): a no-hit
+    supports only "nothing matched". `failed_calls` are the lookups that failed. Written in `language`."""
+    cited = cited or {}
     lines = [verdict_text(language, verdict)]
-    in_scope = [c for c in verified if not mentions(fact_line(c), excluded_terms)]
+    in_scope = [c for c in verified if not mentions(fact_line(c, cited), excluded_terms)]
     if len(in_scope) < len(verified):
         lines.append(say(language, "excluded_note"))
     # "Nothing could be verified" is said only when nothing was: a finding hidden because it names
     # an excluded topic was still verified, and saying otherwise would contradict the verdict.
     anything_verified = bool(verified)
     verified = in_scope
-    missing = [m for m in missing if not mentions(m.description, excluded_terms)]
     positives = [c for c in verified if c.claim_type != "negative_observation"]
     negatives = [c for c in verified if c.claim_type == "negative_observation"]
     if positives:
         lines.append(say(language, "verified"))
         for claim in positives:
-            excerpts = say(language, "excerpt_join").join(b.evidence_excerpt for b in claim.evidence_bindings[:3])
+            excerpts = say(language, "excerpt_join").join(contexts(claim, cited)[:3])
             lines.append(say(language, "verified_line", claim=claim.claim_text, excerpts=excerpts))
     for claim in negatives:
-        searches = no_hits.get(claim.claim_id) or [claim.claim_text]
+        searches = [ref.searched for ref in cited.get(claim.claim_id, []) if ref.no_hit] or [claim.claim_text]
         lines.extend(say(language, "no_hit_line", search=search) for search in searches
                      if not mentions(search, excluded_terms))
     if not anything_verified:
@@ -142,7 +159,8 @@ def deterministic_answer(verdict: Verdict, verified: list[Claim], missing: list[
     if shown:
         lines.append(say(language, "possible_matches"))
         lines.extend(f"- {line}" for line in shown)
-    if missing:
-        lines.append(say(language, "missing"))
-        lines.extend(f"- {m.description}" for m in missing)
+    calls = [call for call in failed_calls if not mentions(call, excluded_terms)]
+    if calls:
+        lines.append(say(language, "failed_calls"))
+        lines.extend(f"- {call}" for call in calls)
     return "\n".join(lines)

@@ -62,8 +62,10 @@ class Checked:
 def check_citations(store, *, session_id: str, question: str, output: ExecutorOutput, parse_status: ParseStatus,
                     invocations: Iterable[ToolInvocation], target: Target, toolbox: Toolbox,
                     refused: Iterable[Finding] = (), excluded_terms: tuple[str, ...] = (),
-                    names: tuple[str, ...] = (), retry_context: RetryContext | None = None) -> Checked:
-    """`refused` are the labels the citation step could not expand: fabricated citations."""
+                    names: tuple[str, ...] = (), topics: list[tuple[str, ...]] = (),
+                    retry_context: RetryContext | None = None) -> Checked:
+    """`refused` are the labels the citation step could not expand: fabricated citations; `names`
+    and `topics` are the active catalog's (`Catalog.names`, `Catalog.topic_groups()`)."""
     verifier_input = VerifierInputHook(store, toolbox).run(
         session_id=session_id, original_query=question, executor_output=output, parse_status=parse_status,
         retry_context=retry_context, prior_errors=refused)
@@ -71,4 +73,4 @@ def check_citations(store, *, session_id: str, question: str, output: ExecutorOu
     claims = verifier_input.executor_structured_output.claims
     cited = cited_refs(gate, invocations, toolbox)
     return Checked(verifier_input=verifier_input, cited=cited,
-                   blockers=claim_blockers(claims, cited, target, excluded_terms, names))
+                   blockers=claim_blockers(claims, cited, target, excluded_terms, names, topics))

@@ -23,7 +23,7 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from program.evidence.injection import addresses_the_model, instruction_in
-from program.evidence.matching import match_excerpt, occurs_in_order
+from program.evidence.matching import Match, bidi_controls, match_excerpt, occurs_in_order
 from signatures.contracts import (
     SEVERITY_RANK,
     CheckedBinding,
@@ -38,6 +38,7 @@ from tools.functions import TOOLBOX
 
 # A label that names no citation of the session: the pointing form of a fabricated citation.
 UNKNOWN_LABEL = "evidence.unknown_label"
+BIDI_CONTROL = "evidence.bidi_control"
 REJECT_RULES = frozenset(
     {
         "evidence.invocation_ref",
@@ -56,6 +57,17 @@ class _Verdict:
     rule: str | None = None
     message: str = ""
     matched_text: str | None = None
+    context: str | None = None
+
+
+def _passed(match: Match, where: str) -> _Verdict:
+    """A quote that occurs in its ref passes, unless what a reader would be shown of it holds bidi
+    controls, which make it display as something else ("\u202e91\u202c%" shows as "19%")."""
+    if controls := bidi_controls(match.context or ""):
+        return _Verdict("low_confid", BIDI_CONTROL, f"{where} holds bidirectional control characters "
+                        f"({', '.join(controls)}), which change what a reader sees; it cannot support a claim",
+                        matched_text=match.matched_text, context=match.context)
+    return _Verdict("none", matched_text=match.matched_text, context=match.context)
 
 
 @dataclass
@@ -123,7 +135,7 @@ def _check_binding(binding: EvidenceBinding, claim_type: str | None, ctx: _Conte
             )
         match = match_excerpt(binding.evidence_excerpt, details.message)
         if match.ok:
-            return _Verdict("none", matched_text=match.matched_text)
+            return _passed(match, f"the no-hit message of invocation {inv.id}")
         severity = "low_confid" if match.too_weak else "reject"
         return _Verdict(severity, match.rule, f"{match.message} (no-hit message of invocation {inv.id})")
     if not raw_path:
@@ -155,9 +167,10 @@ def _check_binding(binding: EvidenceBinding, claim_type: str | None, ctx: _Conte
             f"{raw_path} of invocation {inv.id} contains text addressed to the model "
             f"({instruction_in(refs[raw_path])!r}); it is data and cannot support a claim",
             matched_text=match.matched_text,
+            context=match.context,
         )
     if match.ok:
-        return _Verdict("none", matched_text=match.matched_text)
+        return _passed(match, f"{raw_path} of invocation {inv.id}")
     if match.too_weak:
         return _Verdict("low_confid", match.rule, match.message)
     hint = ctx.locate_elsewhere(binding.evidence_excerpt, (inv.id, raw_path)) or ""
@@ -219,6 +232,7 @@ def check(
                     status="pass" if verdict.severity == "none" else "fail",
                     severity=verdict.severity,
                     matched_text=verdict.matched_text,
+                    context=verdict.context,
                     rule=verdict.rule,
                     message=verdict.message or None,
                     backfilled=was_backfilled,

@@ -6,12 +6,25 @@ used only to explain a mismatch. After locating the excerpt, the edges are check
 cuts a number or identifier in half, or that starts right after a negation the excerpt dropped,
 changes meaning and is rejected.
 
-Normalisation keeps ``% . / : - +`` and every comparison or question mark (``= ≠ ! < > ≤ ≥ ~ ≈ ?``)
-because they carry meaning (3.8 vs 38, 50/50, 11:17, active=50/50 vs active≠50/50); other
-punctuation and whitespace only separate words, so they fold into one optional gap, and a space
-between a number and its unit (``4200 ms``) is the same text as none. Full-width forms fold to
-their ASCII twins, but superscript and subscript digits are not digits (``12⁸`` is not ``128``), and
-a combining mark is kept as a character of its own, so ``91̸%`` is not ``91%``.
+Normalisation keeps ``% . / : - +``, every comparison or question mark (``= ≠ ! < > ≤ ≥ ~ ≈ ?``)
+and every symbol (``✓ ✗ ↑ ↓ $``) because they carry meaning (3.8 vs 38, 50/50, 11:17, active=50/50
+vs active≠50/50, ✓ vs ✗); only whitespace and the punctuation that separates words fold into one
+optional gap, and a space between a number and its unit (``4200 ms``) is the same text as none.
+Full-width forms fold to their ASCII twins, but superscript and subscript digits are not digits
+(``12⁸`` is not ``128``), a combining mark is kept as a character of its own (``91̸%`` is not
+``91%``), and so is a bidirectional control, which the gatekeeper refuses in what it passes.
+
+Letter case folds for words (``ERROR`` is ``error``), never inside a token that holds a digit or
+mixes case: ``15M`` is not ``15m``, ``3.8Gb`` is not ``3.8GB``, a request id is opaque. A quote
+starts and ends on the ref's token boundaries: never inside a word (``available`` is not quoted
+from ``unavailable``), an identifier (``db`` from ``orders-db``, ``healthy`` from
+``healthy=false``, ``can`` from ``can't``), or a signed, decimal or grouped number (``120ms`` from
+``-120ms``, ``5s`` from ``.5s``, ``250ms`` from ``1,250ms``).
+
+A verbatim quote can still read differently from its source ("connect to orders-db" from "couldn't
+connect to orders-db"), and no list of negation words ends that. So what the verifier judges and
+the answer quotes is never the quote alone: it is ``Match.context``, the whole clauses of the ref
+(``;``-separated, as the citation menu numbers them) that the quote sits in.
 """
 
 from __future__ import annotations
@@ -24,19 +37,21 @@ from dataclasses import dataclass
 
 from rapidfuzz import fuzz
 
+from program.evidence.statements import NEGATION_CHARS, NEGATION_WORDS
 from program.evidence.text_cache import text_cache
 
 ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e")
 DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d")
 HARD_PUNCTUATION = frozenset("%./:-+<>=≠≤≥≦≧~≈≃≅!?")
+# Symbols that only separate fields or mark up text (a log's "a | b", markdown's `code`).
+SEPARATOR_SYMBOLS = frozenset("|`")
+# They reorder what a reader sees ("current=\u202e91\u202c%" displays as "19%").
+BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 ELLIPSIS = re.compile(r"\.{3,}|…+")
+# A ref's clauses: "HighMemoryUsage firing on order-service; current=91%; threshold=85%".
+CLAUSE = re.compile(r"\s*[;；]\s*")
 # Where one clause of a ref ends and the next begins: ", " "; " "] " " - " and their CJK forms.
 CLAUSE_BREAK = re.compile(r"[,;，；。！？!?\]\n]|\s[-–—]\s")
-NEGATION_WORDS = frozenset(
-    "not no never without non none nothing neither nor cannot can't isn't wasn't aren't weren't "
-    "don't doesn't didn't won't hasn't haven't".split()
-)
-NEGATION_CHARS = frozenset("未不无没非别勿否")
 GENERIC_WORDS = frozenset(
     "error errors warn warning info debug alert alerts firing resolved log logs service ok true false "
     "null none message status 日志 告警 错误 服务 正常".split()
@@ -45,11 +60,14 @@ MIN_SIGNIFICANT_CHARS = 6
 # Memos keep at most this many characters of text (a normalised string costs ~10 bytes a character).
 CACHE_CHARS = 2_000_000
 MIN_PIECE_CHARS = 4
-# Atomic tokens whose halves mean something else: identifiers, numbers with units, times, ratios.
-ATOM = re.compile(r"[A-Za-z0-9_%]+(?:[.\-/:+][A-Za-z0-9_%]+)*")
-# Same shape over every script (not just ASCII), so look-alike letters stay inside their token.
-_WORD = r"(?:[^\W\u2e80-\u9fff]|[%_])"
-CRITICAL = re.compile(rf"{_WORD}+(?:[.\-/:+]{_WORD}+)*|[未不无没非别勿否]")
+# A letter or digit of any script but CJK (which has no spaces to mark its words), or "_".
+_WORD = r"[^\W\u2e80-\u9fff\uf900-\ufaff\u3000-\u303f]"
+# A token whose halves mean something else: a word, an identifier (orders-db, healthy=false, can't,
+# 11:17, 3.8GB/4GB) or a number with its sign, decimal point, digit groups and unit (-120ms, .5s,
+# 1,250ms, 91%).
+TOKEN = re.compile(rf"(?:(?<![\w.])[-+\u2212.](?=\d))?{_WORD}+(?:(?:[.\-/:+=_'\u2019]|(?<=\d),(?=\d{{3}}))"
+                   rf"{_WORD}+)*%?")
+CRITICAL = re.compile(rf"{_WORD}+(?:[.\-/:+]{_WORD}+)*%?|[未不无没非别勿否]")
 
 
 def _is_cjk(ch: str) -> bool:
@@ -72,17 +90,14 @@ def _fold_char(ch: str) -> tuple[tuple[str, int], ...]:
             text = ""
         elif ch in DASHES:
             text = "-"
-        elif _kept_apart(ch):
+        elif _kept_apart(ch) or ch in BIDI_CONTROLS:
             # Never folded away or into a plain digit: a mark on a token, or 12⁸, changes what it says.
             folded = ((ch, SOLID),)
             _FOLDED[ch] = folded
             return folded
         else:
             text = unicodedata.normalize("NFKC", ch).casefold()
-        folded = tuple(
-            (c, WORD if _is_word(c) else SOLID if c.isalnum() or c in HARD_PUNCTUATION else GAP)
-            for c in text
-        )
+        folded = tuple((c, WORD if _is_word(c) else GAP if _separates(c) else SOLID) for c in text)
         _FOLDED[ch] = folded
     return folded
 
@@ -123,6 +138,13 @@ def canonical(raw: str) -> Canonical:
     return Canonical(source=source, text="".join(chars), index=tuple(index))
 
 
+def _separates(ch: str) -> bool:
+    """Whitespace, controls and word-separating punctuation: what folds into a gap."""
+    if ch in HARD_PUNCTUATION or ch.isalnum():
+        return False
+    return ch in SEPARATOR_SYMBOLS or unicodedata.category(ch)[0] in "PZ" or unicodedata.category(ch) == "Cc"
+
+
 def _kept_apart(ch: str) -> bool:
     # Any mark (nonspacing, spacing or enclosing): enclosing marks have combining class 0.
     return unicodedata.category(ch).startswith("M") or unicodedata.decomposition(ch).startswith(("<super>", "<sub>"))
@@ -142,6 +164,16 @@ def compatible_form(text: str) -> str:
             form = _COMPATIBLE[ch] = ch if _kept_apart(ch) else unicodedata.normalize("NFKC", ch)
         out.append(form)
     return "".join(out)
+
+
+def clauses(text: str) -> list[str]:
+    """A ref's clauses, numbered from 1, when it has more than one."""
+    parts = CLAUSE.split(text)
+    return parts if len([p for p in parts if p]) >= 2 else []
+
+
+def bidi_controls(text: str) -> list[str]:
+    return [f"U+{ord(ch):04X}" for ch in dict.fromkeys(text) if ch in BIDI_CONTROLS]
 
 
 def significant_chars(text: str) -> int:
@@ -171,25 +203,66 @@ class Match:
     rule: str | None = None
     message: str = ""
     matched_text: str | None = None
+    # The whole clauses of the ref that the quote sits in: what a judge and a reader are shown.
+    context: str | None = None
     too_weak: bool = False  # the excerpt cannot be compared at all: low confidence, not fabrication
 
 
 @text_cache(CACHE_CHARS)
-def _atoms(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    spans = [(m.start(), m.end()) for m in ATOM.finditer(text)]
+def _tokens(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    spans = [(m.start(), m.end()) for m in TOKEN.finditer(text)]
     return tuple(s for s, _ in spans), tuple(e for _, e in spans)
 
 
-def _cut_atom(source: str, position: int, allow_cut_words: bool) -> str | None:
-    """The atom that `position` falls strictly inside, unless the cut is an allowed truncation."""
-    starts, ends = _atoms(source)
-    k = bisect.bisect_left(starts, position) - 1
-    if k < 0 or ends[k] <= position:
+def _token_at(source: str, position: int) -> tuple[int, int] | None:
+    """The span of the token that `position` falls strictly inside, if any."""
+    starts, ends = _tokens(source)
+    k = bisect.bisect_right(starts, position) - 1
+    if k < 0 or not starts[k] < position < ends[k]:
         return None
-    atom = source[starts[k] : ends[k]]
-    if allow_cut_words and not any(ch.isdigit() for ch in atom):
-        return None
-    return atom
+    return starts[k], ends[k]
+
+
+def _case_matters(token: str) -> bool:
+    """A token holding a digit is a value with its unit or an opaque identifier, where `M` is not `m`
+    (names such as HighMemoryUsage are compared by name, case-blind)."""
+    return any(ch.isdigit() for ch in token)
+
+
+def _case_difference(piece: Canonical, ref: Canonical, found: int) -> str | None:
+    """Where the piece, which matches the ref at `found` with case folded, writes another case
+    inside a token whose case matters."""
+    starts, ends = _tokens(ref.source)
+    for k in range(len(piece.text)):
+        ours = piece.source[piece.index[k]]
+        position = ref.index[found + k]
+        theirs = ref.source[position]
+        ours_form, theirs_form = compatible_form(ours), compatible_form(theirs)
+        if ours_form == theirs_form or ours_form.casefold() != theirs_form.casefold():
+            continue  # the same character, or one the normalisation folds on purpose (a dash, a space)
+        t = bisect.bisect_right(starts, position) - 1
+        if t >= 0 and position < ends[t] and _case_matters(token := ref.source[starts[t]:ends[t]]):
+            return f"excerpt writes {ours!r} where the ref writes {theirs!r} in {token!r}"
+    return None
+
+
+def context_of(source: str, spans: list[tuple[int, int]]) -> str:
+    """The whole clauses the spans sit in, as the ref writes them; an ellipsis stands for clauses
+    between them that no span touches."""
+    starts = [0] + [m.end() for m in CLAUSE.finditer(source)]
+    ends = [m.start() for m in CLAUSE.finditer(source)] + [len(source)]
+    chosen = set()
+    for start, end in spans:
+        first = bisect.bisect_right(starts, start) - 1
+        last = max(first, min(bisect.bisect_left(ends, end), len(ends) - 1))
+        chosen.update(range(first, last + 1))
+    runs: list[list[int]] = []
+    for k in sorted(chosen):
+        if runs and runs[-1][1] == k - 1:
+            runs[-1][1] = k
+        else:
+            runs.append([k, k])
+    return " … ".join(source[starts[a]:ends[b]] for a, b in runs)
 
 
 def _negation_before(source: str, position: int) -> str | None:
@@ -275,9 +348,6 @@ def match_excerpt(excerpt: str, ref_text: str) -> Match:
         return Match(False, "evidence.excerpt_too_generic", f"excerpt {excerpt!r} is too generic to compare", too_weak=True)
 
     ref = canonical(ref_text)
-    normalised = compatible_form(excerpt).strip()
-    leading_ellipsis = bool(ELLIPSIS.match(normalised))
-    trailing_ellipsis = bool(re.search(r"(\.{3,}|…+)$", normalised))
     cursor = 0
     spans: list[tuple[int, int]] = []
     for n, (piece, canon_piece) in enumerate(zip(pieces, canon_pieces, strict=True)):
@@ -288,16 +358,18 @@ def match_excerpt(excerpt: str, ref_text: str) -> Match:
             return Match(False, "evidence.excerpt_mismatch", explain_mismatch(piece, ref_text))
         start = ref.index[found]
         end = ref.index[found + len(canon_piece) - 1] + 1
-        cut_start_allowed = n > 0 or leading_ellipsis
-        cut_end_allowed = n < len(pieces) - 1 or trailing_ellipsis
-        for position, allowed in ((start, cut_start_allowed), (end, cut_end_allowed)):
-            atom = _cut_atom(ref.source, position, allowed)
-            if atom:
+        for position in (start, end):
+            token = _token_at(ref.source, position)
+            if token:
                 return Match(
                     False,
                     "evidence.excerpt_mismatch",
-                    f"excerpt {piece!r} cuts {atom!r} in the ref; numbers, units and identifiers must be quoted whole",
+                    f"excerpt {piece!r} cuts {ref.source[token[0]:token[1]]!r} in the ref; a quote starts and "
+                    "ends on whole words, numbers and identifiers",
                 )
+        if difference := _case_difference(canonical(piece), ref, found):
+            return Match(False, "evidence.excerpt_mismatch",
+                         f"{difference}; units, values and identifiers compare with their case")
         negation = _negation_before(ref.source, start)
         if negation:
             return Match(
@@ -316,7 +388,7 @@ def match_excerpt(excerpt: str, ref_text: str) -> Match:
         spans.append(_with_edges(ref.source, start, end, piece))
         cursor = found + len(canon_piece)
     matched = " … ".join(ref.source[s:e] for s, e in spans)
-    return Match(True, matched_text=matched)
+    return Match(True, matched_text=matched, context=context_of(ref.source, spans))
 
 
 def _folds_away(text: str) -> bool:

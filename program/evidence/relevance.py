@@ -90,6 +90,13 @@ def off_topic(claim_text: str, cited_texts: list[str], target: Target) -> str | 
     return None
 
 
+def unnamed_topics(claim_text: str, cited_texts: list[str], groups: list[tuple[str, ...]]) -> list[str]:
+    """Topics the claim names that none of its cited refs concerns: an add-on such as "…且连接池已
+    耗尽导致内存上涨" on a memory alert speaks of what its evidence never mentions."""
+    cited = set(_named_topics(" ".join(cited_texts), groups))
+    return [group[0] for group in _named_topics(claim_text, groups) if group not in cited]
+
+
 def question_words(question: str, catalog: Catalog) -> str:
     """The question's own words, for a search made independently of the LM's wording: without the
     clauses that exclude topics and without service names (the search is filtered by service)."""

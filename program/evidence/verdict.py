@@ -25,9 +25,10 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from program.evidence.matching import NEGATION_CHARS, NEGATION_WORDS
-from program.evidence.relevance import Target, off_topic
+from program.evidence.matching import bidi_controls
+from program.evidence.relevance import Target, off_topic, unnamed_topics
 from program.evidence.scope import mentions
+from program.evidence.statements import misbound_numbers, negated, state_conflicts, ungrounded_numbers
 from signatures.contracts import (
     Claim,
     ClaimJudgement,
@@ -39,15 +40,13 @@ from signatures.contracts import (
 )
 from tools.declaration import Toolbox
 from tools.functions import TOOLBOX
+from tools.recorder import call_text
 
-NUMBER = re.compile(r"\d+(?:\.\d+)?")
 # Names and identifiers whose every letter matters: anything with a digit, a joiner or an inner capital.
 IDENTIFIER = re.compile(r"[A-Za-z0-9_%]+(?:[.\-/:=][A-Za-z0-9_%]+)+|[A-Za-z_]*[0-9][A-Za-z0-9_%]*|"
                         r"[A-Za-z]*[a-z][A-Z][A-Za-z0-9]*|[A-Z]{2,}[A-Za-z0-9]*")
 # Numbers with units and separators ("3600/3900/4200ms", "3.8GB/4GB", "91%"): ungrounded_numbers checks those.
 MEASURE = re.compile(r"(?:[\d.,%/:=\-]+(?:ms|s|m|h|d|gb|mb|kb|b|x)?)+", re.IGNORECASE)
-NEGATION = re.compile(r"[" + "".join(sorted(NEGATION_CHARS)) + r"]|\b(?:" + "|".join(
-    re.escape(w) for w in sorted(NEGATION_WORDS, key=len, reverse=True)) + r")\b", re.IGNORECASE)
 
 # A claim that something was not found or does not exist.
 ABSENCE = re.compile(r"未检索到|未找到|没有找到|未发现|没有发现|不存在|没有|无相关|并无|"
@@ -92,6 +91,10 @@ class CitedRef:
 
     tool_name: str
     text: str  # the whole ref text, or the no-hit message for a search that found nothing
+    # The clauses of the ref the excerpt sits in (matching.context_of): what the verifier judges,
+    # the answer quotes, and a claim's numbers and states are read against.
+    context: str
+    state: str | None  # the state of a cited alert, as its source reports it
     no_hit: bool
     searched: str  # the call that was made, e.g. query_logs(query='HikariCP', service='inventory-service')
     backfilled: bool
@@ -112,31 +115,30 @@ def cited_refs(gate: GatekeeperResult, invocations: Iterable[ToolInvocation],
             (r.text for r in details.evidence_refs if r.raw_path == cb.raw_path), "")
         declaration = toolbox.get(inv.tool_name)
         cited.setdefault(cb.claim_id, []).append(CitedRef(
-            tool_name=inv.tool_name, text=text, no_hit=cb.raw_path is None, backfilled=cb.backfilled,
-            searched=f"{inv.tool_name}({', '.join(f'{k}={v!r}' for k, v in inv.input.items())})",
+            tool_name=inv.tool_name, text=text, context=cb.context or text, state=_item_state(inv, cb.raw_path),
+            no_hit=cb.raw_path is None, backfilled=cb.backfilled,
+            searched=call_text(inv),
             indirect=declaration is None or declaration.evidence == "indirect"))
     return cited
+
+
+def _item_state(invocation: ToolInvocation, raw_path: str | None) -> str | None:
+    """The `state` field of the output item a ref was extracted from, if it has one."""
+    found = re.fullmatch(r"\$\.(\w+)\[(\d+)\]", raw_path or "")
+    items = invocation.output.get(found.group(1)) if found and isinstance(invocation.output, dict) else None
+    item = items[int(found.group(2))] if isinstance(items, list) and int(found.group(2)) < len(items) else None
+    state = item.get("state") if isinstance(item, dict) else None
+    return str(state).casefold() if state is not None else None
 
 
 def _fold(text: str) -> str:
     return unicodedata.normalize("NFKC", text)
 
 
-def ungrounded_numbers(claim: Claim) -> list[str]:
-    """Numbers in the claim text whose value appears in none of the claim's excerpts."""
-    grounded = {float(n) for b in claim.evidence_bindings for n in NUMBER.findall(_fold(b.evidence_excerpt))}
-    stated = NUMBER.findall(_fold(claim.claim_text))
-    return [n for n in dict.fromkeys(stated) if float(n) not in grounded]
-
-
-def negated(text: str) -> bool:
-    return NEGATION.search(_fold(text)) is not None
-
-
-def code_sees_support(claim: Claim) -> bool:
-    """Every number, name and identifier of the claim occurs in its excerpts, with the same polarity."""
-    excerpts = " ".join(b.evidence_excerpt for b in claim.evidence_bindings)
-    if not excerpts.strip() or ungrounded_numbers(claim):
+def code_sees_support(claim: Claim, contexts: list[str]) -> bool:
+    """Every number, name and identifier of the claim occurs in the clauses it cites, with the same polarity."""
+    excerpts = " ".join(contexts)
+    if not excerpts.strip() or ungrounded_numbers(claim.claim_text, contexts):
         return False
     folded = _fold(excerpts).casefold()
     if any(token.casefold() not in folded for token in IDENTIFIER.findall(_fold(claim.claim_text))):
@@ -154,9 +156,10 @@ def ungrounded_names(claim: Claim, refs: list[CitedRef], names: tuple[str, ...])
 
 
 def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target: Target,
-                   excluded_terms: tuple[str, ...] = (), names: tuple[str, ...] = ()) -> dict[str, list[Finding]]:
+                   excluded_terms: tuple[str, ...] = (), names: tuple[str, ...] = (),
+                   topics: list[tuple[str, ...]] = ()) -> dict[str, list[Finding]]:
     """Deterministic reasons a claim cannot be verified, whatever the verifier would say.
-    `names` are the active catalog's service and alert names."""
+    `names` are the active catalog's service and alert names, `topics` its topic groups."""
     blockers: dict[str, list[Finding]] = {}
 
     def block(claim: Claim, rule: str, message: str) -> None:
@@ -184,13 +187,32 @@ def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target
         if all(ref.indirect for ref in refs):
             block(claim, "verdict.runbook_only", "the claim rests only on runbooks or knowledge, which say what to "
                   "check, never what is happening now")
-        if missing := ungrounded_numbers(claim):
+        contexts = [ref.context for ref in refs]
+        if missing := ungrounded_numbers(claim.claim_text, contexts):
             block(claim, "verdict.ungrounded_number",
-                  f"numbers {', '.join(missing)} in the claim occur in none of its excerpts")
+                  f"numbers {', '.join(missing)} in the claim occur in none of the clauses it cites, with that value "
+                  "and unit")
+        if misbound := misbound_numbers(claim.claim_text, contexts):
+            block(claim, "verdict.misbound_number",
+                  f"the claim gives {'; '.join(misbound)}: a number said of another quantity")
+        if conflicts := state_conflicts(claim.claim_text, {ref.state for ref in refs if ref.state}, contexts):
+            block(claim, "verdict.state_conflict", "; ".join(conflicts))
         if missing := ungrounded_names(claim, refs, names):
             block(claim, "verdict.ungrounded_name",
                   f"{', '.join(missing)} in the claim occur in none of the refs it cites")
+        if missing := unnamed_topics(claim.claim_text, [ref.text for ref in refs], topics):
+            block(claim, "verdict.ungrounded_topic",
+                  f"the claim speaks of {', '.join(missing)}, which none of the refs it cites concerns")
+        if controls := bidi_controls(claim.claim_text):
+            block(claim, "verdict.bidi_control", f"the claim text holds bidirectional control characters "
+                  f"({', '.join(controls)}), which change what a reader sees")
     return blockers
+
+
+def contexts_of(gate: GatekeeperResult, claim_id: str) -> list[str]:
+    """The clauses a claim's passing bindings cite."""
+    return [cb.context or cb.evidence_excerpt for cb in gate.checked_bindings
+            if cb.claim_id == claim_id and cb.status == "pass"]
 
 
 def _binding_failures(gate: GatekeeperResult) -> tuple[dict[str, list[str]], set[str], dict[str, int]]:
@@ -240,7 +262,7 @@ def enforce(
                 overrides.append(Finding(rule="verdict.missing_judgement", claim_id=cid, message=why))
         elif judgement.judgement == "supported":
             status, why = "verified", judgement.reason
-        elif judgement.judgement == "contradicted" and code_sees_support(claim):
+        elif judgement.judgement == "contradicted" and code_sees_support(claim, contexts_of(gate, cid)):
             why = f"verifier said contradicted ({judgement.reason}), but every number, name and identifier of the " \
                   "claim occurs in its excerpts with the same polarity: a disagreement, so LOW_CONFID"
             overrides.append(Finding(rule="verdict.verifier_disagreement", claim_id=cid, message=why))

@@ -19,7 +19,7 @@ import dspy
 from dspy.utils.callback import BaseCallback
 
 from program.entry.audit import AuditStore, this_process
-from program.evidence.answer import deterministic_answer, fact_line, scan_answer
+from program.evidence.answer import contexts, deterministic_answer, fact_line, scan_answer
 from program.evidence.checks import Checked, check_citations
 from program.evidence.language import question_language, say
 from program.evidence.relevance import question_target, question_words
@@ -56,6 +56,7 @@ from signatures.contracts import (
     RetryContext,
     SelfEvaluation,
     StageUsage,
+    ToolInvocation,
     tool_call_contract,
 )
 from signatures.demos import judge_demos, planner_demos
@@ -69,7 +70,7 @@ from signatures.diagnosis import (
 from tools.catalog import active_catalog
 from tools.declaration import Toolbox
 from tools.functions import TOOLBOX
-from tools.recorder import ToolInvocationRecorder, render_observations
+from tools.recorder import ToolInvocationRecorder, call_text, render_observations
 
 log = logging.getLogger(__name__)
 PLAN_LIMITS = {"target_services": 3, "topics": 3, "excluded_topics": 6}
@@ -280,7 +281,7 @@ class Diagnosis(dspy.Module):
                 run.store, session_id=run.session_id, question=run.question, output=cited.output,
                 parse_status=cited.parse_status, invocations=run.recorder.invocations, target=run.target,
                 toolbox=self.toolbox, refused=cited.refused, excluded_terms=run.scope.excluded_terms,
-                names=run.catalog.names, retry_context=retry_context)
+                names=run.catalog.names, topics=run.catalog.topic_groups(), retry_context=retry_context)
             run.record.executor_attempts.append(ExecutorAttempt(
                 attempt=attempt, drafts=cited.drafts, executor_output=cited.output, parse_status=cited.parse_status,
                 gatekeeper_result=checked.gate, retry_context=retry_context))
@@ -307,7 +308,11 @@ class Diagnosis(dspy.Module):
                 judgement = self._judge(run, claim)
                 if judgement is not None:
                     judgements[claim.claim_id] = judgement
-        stage_errors = [e for e in run.errors if e.rule.startswith("lm.")]
+        # A failed lookup leaves the question unanswered where it asked: an alert whose lookup failed
+        # is not answered by a log line, so a failed call caps the verdict like a failed LM stage.
+        run.errors.extend(Finding(rule="tools.call_failed", message=f"#{inv.id} {call_text(inv)} failed: "
+                                  f"{inv.retrieval_details.message or 'no message'}") for inv in run.failed_calls())
+        stage_errors = [e for e in run.errors if e.rule.startswith(("lm.", "tools."))]
         return enforce(gate, claims, judgements, blockers, stage_errors, verifier_ran=verifier_ran)
 
     def _second_look(self, run: _Run, claims: list[Claim], blockers: dict[str, list[Finding]]) -> None:
@@ -351,7 +356,7 @@ class Diagnosis(dspy.Module):
         try:
             with self._stage(run.usage, "verifier"), self._patch(judgement_patch):
                 pred = self.verifier(question=run.question, claim=f"{claim.claim_type}: {claim.claim_text}",
-                                     excerpts=[b.evidence_excerpt for b in claim.evidence_bindings])
+                                     excerpts=contexts(claim, run.cited))
         except Exception as exc:
             run.errors.append(stage_error("verifier", exc))
             return None
@@ -362,10 +367,10 @@ class Diagnosis(dspy.Module):
         output = checked.verifier_input.executor_structured_output
         verified = [r.claim for r in claim_results if r.verification_status == "verified"]
         not_verified = [r.claim for r in claim_results if r.verification_status != "verified"]
-        no_hits = {cid: [ref.searched for ref in refs if ref.no_hit] for cid, refs in run.cited.items()}
-        fallback = deterministic_answer(verdict, verified, output.missing_info,
-                                        checked.gate.failed_rules, run.scope.excluded_terms,
-                                        no_hits, language=run.language, possible_matches=run.possible_matches)
+        fallback = deterministic_answer(verdict, verified, checked.gate.failed_rules, cited=run.cited,
+                                        excluded_terms=run.scope.excluded_terms, language=run.language,
+                                        possible_matches=run.possible_matches,
+                                        failed_calls=[call_text(inv) for inv in run.failed_calls()])
         if verdict != "PASS" or all(c.claim_type == "negative_observation" for c in verified):
             # Nothing positive to phrase: the deterministic answer says exactly what was and was not found.
             return ComposerOutput(status="deterministic", user_facing_answer=fallback,
@@ -376,7 +381,7 @@ class Diagnosis(dspy.Module):
                                   reasons=["narrow question: the verified claims are the answer; the composer LM was not asked"])
         try:
             with self._stage(run.usage, "composer"), self._patch(length_patch({})):
-                answer = self.composer(question=run.question, verified_facts=[fact_line(c) for c in verified],
+                answer = self.composer(question=run.question, verified_facts=[fact_line(c, run.cited) for c in verified],
                                        hypotheses=[h.hypothesis_text for h in output.hypotheses],
                                        missing_info=[m.description for m in output.missing_info]).answer
         except Exception as exc:
@@ -385,7 +390,7 @@ class Diagnosis(dspy.Module):
             return ComposerOutput(status="fallback", user_facing_answer=fallback, reasons=[finding.message])
         ref_texts = [ref.text for inv in run.recorder.invocations for ref in inv.retrieval_details.evidence_refs]
         reasons = scan_answer(answer, verified=verified, blocked=not_verified, excluded_terms=run.scope.excluded_terms,
-                              ref_texts=ref_texts, names=run.catalog.names)
+                              ref_texts=ref_texts, names=run.catalog.names, cited=run.cited)
         if reasons:
             return ComposerOutput(status="replaced", user_facing_answer=fallback, reasons=reasons)
         return ComposerOutput(status="valid", user_facing_answer=answer)
@@ -433,6 +438,9 @@ class _Run:
                                   target_services=planned.target_services, topics=planned.topics,
                                   excluded_topics=list(self.scope.excluded_topics))
 
+    def failed_calls(self) -> list[ToolInvocation]:
+        return [inv for inv in self.recorder.invocations if inv.retrieval_details.evidence_status == "failed"]
+
     def _close(self, status: str, verdict: str, composer: ComposerOutput, evaluation=None) -> DiagnosisSession:
         record = self.record
         record.self_evaluation = SelfEvaluation(verifier_evaluation=evaluation) if evaluation else None
@@ -472,7 +480,8 @@ class _Run:
             # Not a finding about the evidence: nothing was looked at, and the answer says so.
             answer = say(self.language, "not_run", message=finding.message)
         else:
-            answer = deterministic_answer("LOW_CONFID", [], [], [finding.rule], language=self.language)
+            answer = deterministic_answer("LOW_CONFID", [], [finding.rule], language=self.language,
+                                          failed_calls=[call_text(inv) for inv in self.failed_calls()])
         composer = ComposerOutput(status="fallback", user_facing_answer=answer, reasons=[finding.message])
         self._close("failed", "LOW_CONFID", composer)
         return self._prediction(DiagnosisResult(

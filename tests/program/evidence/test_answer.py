@@ -12,12 +12,12 @@ def claim(text: str, excerpt: str, claim_type: str = "observation") -> Claim:
 
 def test_a_pass_whose_findings_are_hidden_for_an_excluded_topic_never_says_nothing_was_verified():
     cpu = claim("payment-service 存在 HighCPUUsage 告警", "HighCPUUsage firing, service=payment-service, current=92%")
-    answer = deterministic_answer("PASS", [cpu], [], [], excluded_terms=("cpu", "highcpuusage"))
+    answer = deterministic_answer("PASS", [cpu], [], excluded_terms=("cpu", "highcpuusage"))
     assert "未列出" in answer and "无法确认" not in answer and "92%" not in answer
 
 
 def test_nothing_verified_says_so_and_shows_possible_matches_unverified():
-    answer = deterministic_answer("LOW_CONFID", [], [], [], language="en",
+    answer = deterministic_answer("LOW_CONFID", [], [], language="en",
                                   possible_matches=["[11:05][ERROR][payment-service] payment callback failed"])
     assert "No real evidence that could be verified was found" in answer
     assert "may be what was asked about (not verified" in answer
@@ -25,6 +25,6 @@ def test_nothing_verified_says_so_and_shows_possible_matches_unverified():
 
 
 def test_possible_matches_that_name_an_excluded_topic_are_not_shown():
-    answer = deterministic_answer("LOW_CONFID", [], [], [], excluded_terms=("hikaricp",),
+    answer = deterministic_answer("LOW_CONFID", [], [], excluded_terms=("hikaricp",),
                                   possible_matches=["[11:20][WARN][order-service] HikariCP pool stats: active=50/50"])
     assert "HikariCP" not in answer and "可能正是所问的内容" not in answer

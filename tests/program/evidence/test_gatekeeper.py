@@ -199,3 +199,29 @@ def test_an_id_no_database_can_hold_is_an_unknown_invocation(store):
     result = VerifierInputHook(store).run(session_id="s", original_query="q", executor_output=output,
                                           parse_status=ParseStatus(status="valid", detail="ok")).gatekeeper_result
     assert result.severity == "reject" and result.failed_rules == ["evidence.invocation_ref"]
+
+
+def _one_log(text: str) -> ToolInvocation:
+    from tools.recorder import extract_retrieval_details
+    from tools.functions import TOOLBOX
+
+    output = {"success": True, "logs": [{"timestamp": "2026-07-08T11:17:05+08:00", "level": "WARN",
+                                         "service": "order-service", "message": text}]}
+    return ToolInvocation(id=7, session_id=SESSION, tool_name="query_logs", input={"query": "memory"}, output=output,
+                          retrieval_details=extract_retrieval_details(TOOLBOX.get("query_logs"), output), success=True)
+
+
+def _quote(excerpt: str) -> ExecutorOutput:
+    return ExecutorOutput(claims=[Claim(claim_id="claim-1", claim_type="observation", claim_text="x",
+                                        evidence_bindings=[EvidenceBinding(tool_name="query_logs", source_invocation_id=7,
+                                                                           raw_path="$.logs[0]", evidence_excerpt=excerpt)])])
+
+
+def test_what_a_reader_would_see_of_a_quote_may_hold_no_bidi_controls():
+    invocation = _one_log("heap current=\u202e91\u202c%; GC count 128")
+    # Quoted faithfully, or quoted around the controls: either way the clause shown would display "19%".
+    for excerpt in ("heap current=\u202e91\u202c%", "heap current="):
+        result = gatekeeper.check(_quote(excerpt), [invocation], SESSION)
+        assert result.severity == "low_confid" and result.failed_rules == ["evidence.bidi_control"], result.errors
+    clean = gatekeeper.check(_quote("GC count 128"), [invocation], SESSION)
+    assert clean.status == "pass" and clean.checked_bindings[0].context == "GC count 128"

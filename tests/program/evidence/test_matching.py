@@ -35,9 +35,10 @@ def test_ellipsis_matched_text_shows_each_piece():
     assert result.ok and result.matched_text == "[11:17][WARN] … GC次数: 128"
 
 
-def test_truncating_an_identifier_needs_an_explicit_ellipsis():
+def test_an_identifier_is_never_cut_even_with_an_ellipsis():
     assert not match_excerpt("[11:17][WARN][order-ser", REF).ok
-    assert match_excerpt("[11:17][WARN][order-ser…", REF).ok
+    assert not match_excerpt("[11:17][WARN][order-ser…", REF).ok
+    assert match_excerpt("[11:17][WARN][order-service…", REF).ok
 
 
 def test_numbers_may_not_be_truncated_even_with_an_ellipsis():
@@ -98,3 +99,50 @@ def test_memos_are_bounded_by_characters_not_entries():
 def test_the_matched_span_is_shown_exactly_with_the_quotes_own_brackets(excerpt):
     ref = "[11:03][INFO][order-service] GET /orders 200 45ms; pool ok"
     assert match_excerpt(excerpt, ref).matched_text == excerpt
+
+
+@pytest.mark.parametrize(("excerpt", "ref"), [
+    # A word, an identifier or a number cut at its start or end, with or without an ellipsis.
+    ("available for writes", "orders-db is unavailable for writes"),
+    ("…available for writes", "orders-db is unavailable for writes"),
+    ("payment status … known", "order-123 状态同步失败: payment status unknown"),
+    ("replica healthy", "replica healthy=false, lag=30s"),
+    ("db is down for writes", "orders-db is down for writes"),
+    ("t connect to orders-db", "can't connect to orders-db"),
+    ("latency 120ms over budget", "latency -120ms over budget"),
+    ("timeout 5s exceeded", "timeout .5s exceeded"),
+    ("took 250ms in total", "took 1,250ms in total"),
+    ("heap 3.8GB/4", "heap 3.8GB/4GB used"),
+    # Symbols that carry meaning are not gaps.
+    ("deploy check ✓ passed", "deploy check ✗ passed"),
+    ("traffic ↑ 40% since noon", "traffic ↓ 40% since noon"),
+    # Case is meaning inside a value or an opaque id.
+    ("window 15M since start", "window 15m since start"),
+    ("heap usage 3.8Gb of 4GB", "heap usage 3.8GB of 4GB"),
+    ("request AbC123x failed", "request abc123X failed"),
+])
+def test_a_quote_that_could_read_differently_from_its_source_is_refused(excerpt, ref):
+    result = match_excerpt(excerpt, ref)
+    assert not result.ok and result.rule == "evidence.excerpt_mismatch", result
+
+
+@pytest.mark.parametrize(("excerpt", "ref", "context"), [
+    # A verbatim quote after a negation no word list knows: the context carries the negation.
+    ("managed to connect to orders-db", "never once managed to connect to orders-db, retrying",
+     "never once managed to connect to orders-db, retrying"),
+    ("connect to orders-db", "WARN can’t connect to orders-db", "WARN can’t connect to orders-db"),
+    ("current=91%", "HighMemoryUsage firing; current=91%; threshold=85%", "current=91%"),
+    ("firing … threshold=85%", "HighMemoryUsage firing; current=91%; threshold=85%",
+     "HighMemoryUsage firing … threshold=85%"),
+    ("current=91%; threshold=85%", "HighMemoryUsage firing; current=91%；threshold=85%", "current=91%；threshold=85%"),
+    # Case folds for words, and a separator symbol is a gap.
+    ("error order-service timeout", "[ERROR] Order-Service | timeout", "[ERROR] Order-Service | timeout"),
+])
+def test_a_passing_quote_comes_with_the_whole_clauses_it_sits_in(excerpt, ref, context):
+    result = match_excerpt(excerpt, ref)
+    assert result.ok and result.context == context, result
+
+
+def test_bidi_controls_are_characters_of_their_own():
+    assert not match_excerpt("current=91%", "current=\u202e91\u202c%").ok
+    assert match_excerpt("current=\u202e91\u202c%", "current=\u202e91\u202c%").ok

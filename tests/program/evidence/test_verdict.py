@@ -30,7 +30,7 @@ def gate(severity: str) -> GatekeeperResult:
     errors = [] if severity == "none" else [Finding(rule="evidence.x", message="m")]
     return GatekeeperResult(status=status, severity=severity, errors=errors, failed_rules=[e.rule for e in errors],
                             checked_bindings=[CheckedBinding(claim_id="c1", binding_index=0, tool_name="query_metrics",
-                                                             status=binding_status, severity="reject" if severity == "reject" else "none")])
+                                                             status=binding_status, context=ALERT, severity="reject" if severity == "reject" else "none")])
 
 
 def judged(judgement):
@@ -70,15 +70,15 @@ def test_a_disagreement_is_recorded_and_never_upgraded():
 
 
 def test_code_sees_support_only_with_every_name_and_the_same_polarity():
-    assert code_sees_support(CLAIM)
-    assert not code_sees_support(CLAIM.model_copy(update={"claim_text": "order-service 没有 HighMemoryUsage 告警"}))
-    assert not code_sees_support(CLAIM.model_copy(update={"claim_text": "user-service 存在 HighMemoryUsage 告警"}))
-    assert not code_sees_support(CLAIM.model_copy(update={"claim_text": "order-service current=95%"}))
+    assert code_sees_support(CLAIM, [ALERT])
+    assert not code_sees_support(CLAIM.model_copy(update={"claim_text": "order-service 没有 HighMemoryUsage 告警"}), [ALERT])
+    assert not code_sees_support(CLAIM.model_copy(update={"claim_text": "user-service 存在 HighMemoryUsage 告警"}), [ALERT])
+    assert not code_sees_support(CLAIM.model_copy(update={"claim_text": "order-service current=95%"}), [ALERT])
 
 
 def refs(text=ALERT, **flags):
-    return {"c1": [CitedRef(tool_name=flags.get("tool", "query_metrics"), text=text, no_hit=flags.get("no_hit", False),
-                            searched="query_metrics()",
+    return {"c1": [CitedRef(tool_name=flags.get("tool", "query_metrics"), text=text, context=flags.get("context", text),
+                            state=flags.get("state"), no_hit=flags.get("no_hit", False), searched="query_metrics()",
                             backfilled=flags.get("backfilled", False), indirect=flags.get("indirect", False))]}
 
 
@@ -93,6 +93,27 @@ NO_HIT = "未找到匹配的日志 (no log lines matched query='connection pool 
     ({"claim_type": "observation", "claim_text": "order-service 内存 HighMemoryUsage 未检索到"}, refs(),
      "verdict.absence_on_hit"),
     ({"claim_text": "order-service 存在 HighMemoryUsage 告警，current=95%"}, refs(), "verdict.ungrounded_number"),
+    # A number in words is read, and checked like one in digits.
+    ({"claim_text": "order-service HighMemoryUsage 告警，内存使用率为百分之九十九"}, refs(), "verdict.ungrounded_number"),
+    ({"claim_text": "order-service HighMemoryUsage at ninety nine percent"}, refs(), "verdict.ungrounded_number"),
+    # The value is there, but not with that unit, sign or case.
+    ({"claim_text": "order-service HighMemoryUsage 告警持续 15M"}, refs(), "verdict.ungrounded_number"),
+    ({"claim_text": "order-service HighMemoryUsage current=91ms"}, refs(), "verdict.ungrounded_number"),
+    ({"claim_text": "order-service HighMemoryUsage, current -91%"}, refs(), "verdict.ungrounded_number"),
+    # The number is in the evidence, said of another quantity.
+    ({"claim_text": "order-service HighMemoryUsage 告警，current 85%"}, refs(), "verdict.misbound_number"),
+    ({"claim_text": "order-service 内存告警 HighMemoryUsage，GC次数为 91"},
+     refs("[11:17][WARN][order-service] 内存使用率过高: 91.0%, GC次数: 128"), "verdict.misbound_number"),
+    # A state the cited alert does not have, named or not.
+    ({"claim_text": "order-service HighMemoryUsage 告警未触发，内存正常"}, refs(state="firing"), "verdict.state_conflict"),
+    ({"claim_text": "order-service HighMemoryUsage is no longer firing"}, refs(state="firing"), "verdict.state_conflict"),
+    ({"claim_text": "order-service HighMemoryUsage 告警正在触发"},
+     refs(ALERT.replace("firing", "resolved"), state="resolved"), "verdict.state_conflict"),
+    ({"claim_text": "order-service HighMemoryUsage: the replica is healthy"},
+     refs(ALERT + ", healthy=false"), "verdict.state_conflict"),
+    # A topic none of its evidence concerns.
+    ({"claim_text": "order-service HighMemoryUsage 告警，且连接池已耗尽导致内存上涨"}, refs(), "verdict.ungrounded_topic"),
+    ({"claim_text": "order-service HighMemoryUsage current=\u202e91\u202c%"}, refs(), "verdict.bidi_control"),
     ({"claim_text": "order-service 存在 HighMemoryUsage 告警，OrderCache 泄漏"}, refs(), "verdict.ungrounded_name"),
     ({"claim_text": "order-service 的 HighMemoryUsage 告警已 resolved"}, refs(), "verdict.ungrounded_name"),
     ({"claim_text": "order-service 存在 HighMemoryUsage 告警和 HikariCP 问题"}, refs(), "verdict.excluded_topic"),
@@ -103,8 +124,23 @@ def test_code_blocks_what_no_verifier_may_wave_through(claim_update, cited, rule
     claim = CLAIM.model_copy(update=claim_update)
     target = TARGET if rule == "verdict.off_topic" else Target(services=("order-service",), topics=())
     blockers = claim_blockers([claim], cited, target, ("hikaricp",), ("order-service", "payment-service",
-                                                                         "HighMemoryUsage", "firing", "resolved"))
+                                                                         "HighMemoryUsage", "firing", "resolved"),
+                              [("highmemoryusage", "内存"), ("hikaricp", "连接池")])
     assert rule in [finding.rule for finding in blockers["c1"]]
+
+
+@pytest.mark.parametrize(("claim_text", "cited"), [
+    ("order-service 存在 HighMemoryUsage 告警，current=91%", refs(state="firing")),
+    ("order-service HighMemoryUsage 告警正在触发，current 91%，threshold 85%，持续 15m", refs(state="firing")),
+    ("order-service 的 HighMemoryUsage 告警已恢复", refs(ALERT.replace("firing", "resolved"), state="resolved")),
+    ("order-service HighMemoryUsage: the replica is not healthy", refs(ALERT + ", healthy=false")),
+    ("order-service 内存告警，内存使用率 91%，GC 128 次",
+     refs("[11:17][WARN][order-service] 内存使用率过高: 91.0%, GC次数: 128")),
+])
+def test_honest_claims_pass_the_same_checks(claim_text, cited):
+    claim = CLAIM.model_copy(update={"claim_text": claim_text})
+    assert claim_blockers([claim], cited, TARGET, (), ("order-service", "HighMemoryUsage", "firing", "resolved"),
+                          [("highmemoryusage", "内存"), ("hikaricp", "连接池")]) == {}
 
 
 def test_a_negative_observation_on_a_no_hit_is_allowed():
