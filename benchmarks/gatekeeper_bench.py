@@ -3,10 +3,12 @@
     .venv/bin/python benchmarks/gatekeeper_bench.py
 
 Bindings quote real refs of the fixture world. Some are tampered with one change that alters what
-they say (a digit, a comparison symbol, a superscript digit, a combining mark, a question mark, a
-dropped negation); some are honest variants (spacing, full-width punctuation, a space before a
-unit, an ellipsis over a whole clause). For each checker it prints bindings/s, tampered accepted
-and genuine refused:
+they say, or could (a digit, a comparison symbol, a superscript digit, a combining mark, a question
+mark, a dropped negation, a quote that starts or ends inside a word, number or identifier, the case
+of a value's unit, a bidirectional control around a number); some are honest variants (spacing,
+full-width punctuation, a space before a unit, an ellipsis over a whole clause, the case of a
+word). For each checker it prints bindings/s, tampered accepted and genuine refused, and for the
+gatekeeper each kind of edit on its own:
 - the gatekeeper;
 - the honest baseline: an exact substring check after whitespace normalisation;
 - a straw man: difflib similarity of at least 90%, which any one-character edit passes.
@@ -23,7 +25,7 @@ from collections import Counter
 
 from program.entry.audit import AuditStore
 from program.evidence import gatekeeper
-from program.evidence.matching import canonical, significant_chars
+from program.evidence.matching import TOKEN, canonical, significant_chars
 from signatures.contracts import MAX_ITEMS, Claim, EvidenceBinding, ExecutorOutput
 from tools.recorder import ToolInvocationRecorder
 
@@ -40,9 +42,12 @@ CALLS = [
 NEGATIONS = ("not", "no", "未", "不", "无", "没")
 
 
-def _tamper(excerpt: str, rng: random.Random) -> str | None:
+TAMPERING = ("digit", "comparison", "superscript", "combining", "question", "negation", "cut", "unit case", "bidi")
+HONEST = ("spacing", "fullwidth", "unit", "ellipsis", "word case")
+
+
+def _tamper(excerpt: str, rng: random.Random, kind: str) -> str | None:
     digits = [k for k, ch in enumerate(excerpt) if ch.isdigit()]
-    kind = rng.choice(["digit", "comparison", "superscript", "combining", "question", "negation"])
     if kind == "digit" and digits:
         i = rng.choice(digits)
         return excerpt[:i] + str((int(excerpt[i]) + 1) % 10) + excerpt[i + 1:]
@@ -58,11 +63,29 @@ def _tamper(excerpt: str, rng: random.Random) -> str | None:
         return excerpt + "?"
     if kind == "negation" and " not " in excerpt:
         return excerpt.replace(" not ", " ", 1)
+    tokens = [m for m in TOKEN.finditer(excerpt) if m.end() - m.start() >= 3]
+    if kind == "cut" and tokens:
+        # Start after the first letters of the first token, or stop before the last ones of the last.
+        if rng.random() < 0.5:
+            first = tokens[0]
+            return excerpt[first.start() + rng.randrange(1, first.end() - first.start() - 1):]
+        last = tokens[-1]
+        return excerpt[:last.end() - rng.randrange(1, last.end() - last.start() - 1)]
+    if kind == "unit case":
+        units = list(re.finditer(r"(?<=\d)[A-Za-z]+", excerpt))
+        if units:
+            unit = rng.choice(units)
+            return excerpt[:unit.start()] + unit.group().swapcase() + excerpt[unit.end():]
+    if kind == "bidi":
+        number = re.search(r"\d+(?:\.\d+)?", excerpt)
+        if number:
+            return excerpt[:number.start()] + "\u202e" + number.group() + "\u202c" + excerpt[number.end():]
     return None
 
 
-def _honest(excerpt: str, ref: str, rng: random.Random) -> str:
-    kind = rng.choice(["spacing", "fullwidth", "unit", "ellipsis"])
+def _honest(excerpt: str, ref: str, rng: random.Random, kind: str) -> str:
+    if kind == "word case":
+        return re.sub(r"\b[A-Za-z]+\b", lambda m: m.group().swapcase(), excerpt, count=1)
     if kind == "spacing":
         return excerpt.replace(" ", "  ")
     if kind == "fullwidth":
@@ -81,7 +104,7 @@ def build_bindings(n: int, seed: int):
     invocations = [recorder.call(tool, **kwargs) for tool, kwargs in CALLS]
     refs = [(inv, ref) for inv in invocations for ref in inv.retrieval_details.evidence_refs]
     rng = random.Random(seed)
-    bindings, labels = [], []
+    bindings, labels, kinds = [], [], []
     while len(bindings) < n:
         inv, ref = rng.choice(refs)
         words = ref.text.split(" ")
@@ -91,17 +114,20 @@ def build_bindings(n: int, seed: int):
         if significant_chars(excerpt) < 8 or before.endswith(NEGATIONS):
             continue  # a fragment, or one that drops the negation before it: not a quote anyone should give
         roll = rng.random()
-        genuine = True
+        genuine, kind = True, "verbatim"
         if roll < 0.4:
-            excerpt, genuine = _tamper(excerpt, rng), False
-            if excerpt is None:
-                continue
+            kind = rng.choice(TAMPERING)
+            excerpt, genuine = _tamper(excerpt, rng, kind), False
+            if excerpt is None or excerpt.strip() in ref.text.split():
+                continue  # no such edit applies, or the cut left a whole word of the ref
         elif roll < 0.7:
-            excerpt = _honest(excerpt, ref.text, rng)
+            kind = rng.choice(HONEST)
+            excerpt = _honest(excerpt, ref.text, rng, kind)
         bindings.append(EvidenceBinding(tool_name=inv.tool_name, source_invocation_id=inv.id, raw_path=ref.raw_path,
                                         evidence_excerpt=excerpt))
         labels.append(genuine)
-    return invocations, bindings, labels
+        kinds.append(kind)
+    return invocations, bindings, labels, kinds
 
 
 def plain_substring(binding: EvidenceBinding, refs: dict) -> bool:
@@ -121,7 +147,7 @@ def main() -> None:
     parser.add_argument("--per-claim", type=int, default=4)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
-    invocations, bindings, labels = build_bindings(args.bindings, args.seed)
+    invocations, bindings, labels, kinds = build_bindings(args.bindings, args.seed)
     claims = [
         Claim(claim_id=f"c{i}", claim_type="observation", claim_text="bench",
               evidence_bindings=bindings[i : i + args.per_claim])
@@ -155,6 +181,12 @@ def main() -> None:
     refused_rules = Counter(
         cb.rule for cb, label in zip(checked, labels, strict=True) if label and cb.status != "pass")
     print(f"genuine bindings the gatekeeper refused, by rule: {dict(refused_rules)}")
+    print("| edit | kind | bindings | the gatekeeper passed |")
+    print("| --- | --- | --- | --- |")
+    for kind in ("verbatim", *HONEST, *TAMPERING):
+        passed = [cb.status == "pass" for cb, k in zip(checked, kinds, strict=True) if k == kind]
+        label = "genuine" if kind == "verbatim" or kind in HONEST else "tampered"
+        print(f"| {kind} | {label} | {len(passed)} | {sum(passed)} |")
 
 
 if __name__ == "__main__":

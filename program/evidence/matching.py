@@ -223,16 +223,11 @@ def _token_at(source: str, position: int) -> tuple[int, int] | None:
     return starts[k], ends[k]
 
 
-def _case_matters(token: str) -> bool:
-    """A token holding a digit is a value with its unit or an opaque identifier, where `M` is not `m`
-    (names such as HighMemoryUsage are compared by name, case-blind)."""
-    return any(ch.isdigit() for ch in token)
-
-
 def _case_difference(piece: Canonical, ref: Canonical, found: int) -> str | None:
-    """Where the piece, which matches the ref at `found` with case folded, writes another case
-    inside a token whose case matters."""
-    starts, ends = _tokens(ref.source)
+    """Where the piece, which matches the ref at `found` with case folded, writes another case inside
+    a run of letters and digits that holds a digit: a value with its unit (15m, 3.8GB) or an opaque
+    identifier (abc123X), where `M` is not `m`. Words and names (ERROR, HighMemoryUsage, current=)
+    compare case-blind."""
     for k in range(len(piece.text)):
         ours = piece.source[piece.index[k]]
         position = ref.index[found + k]
@@ -240,9 +235,14 @@ def _case_difference(piece: Canonical, ref: Canonical, found: int) -> str | None
         ours_form, theirs_form = compatible_form(ours), compatible_form(theirs)
         if ours_form == theirs_form or ours_form.casefold() != theirs_form.casefold():
             continue  # the same character, or one the normalisation folds on purpose (a dash, a space)
-        t = bisect.bisect_right(starts, position) - 1
-        if t >= 0 and position < ends[t] and _case_matters(token := ref.source[starts[t]:ends[t]]):
-            return f"excerpt writes {ours!r} where the ref writes {theirs!r} in {token!r}"
+        start, end = position, position + 1
+        while start > 0 and ref.source[start - 1].isalnum():
+            start -= 1
+        while end < len(ref.source) and ref.source[end].isalnum():
+            end += 1
+        run = ref.source[start:end]
+        if any(ch.isdigit() for ch in run):
+            return f"excerpt writes {ours!r} where the ref writes {theirs!r} in {run!r}"
     return None
 
 
