@@ -203,6 +203,15 @@ def _asserted(pattern: re.Pattern, text: str) -> tuple[bool, bool]:
     return plain, denied
 
 
+def only_denied(state: str, text: str) -> bool:
+    """True when `state` is an alert state and the text names it only under a negation ("未 firing",
+    "not pending"): a denial, not a statement that the state holds."""
+    if state.casefold() not in (*RAISED_STATES, *CLEARED_STATES):
+        return False
+    plain, denied = _asserted(re.compile(rf"\b{re.escape(state)}\b", re.IGNORECASE), fold(text))
+    return denied and not plain
+
+
 def state_conflicts(text: str, states: set[str], evidence: list[str]) -> list[str]:
     """States the statement asserts against what its evidence reports: `states`, the states of the
     alerts it cites, and the `key=true|false` values of its evidence texts."""

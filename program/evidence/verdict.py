@@ -28,7 +28,13 @@ from dataclasses import dataclass
 from program.evidence.matching import bidi_controls
 from program.evidence.relevance import Target, off_topic, unnamed_topics
 from program.evidence.scope import mentions
-from program.evidence.statements import misbound_numbers, negated, state_conflicts, ungrounded_numbers
+from program.evidence.statements import (
+    misbound_numbers,
+    negated,
+    only_denied,
+    state_conflicts,
+    ungrounded_numbers,
+)
 from signatures.contracts import (
     Claim,
     ClaimJudgement,
@@ -147,11 +153,13 @@ def code_sees_support(claim: Claim, contexts: list[str]) -> bool:
 
 
 def ungrounded_names(claim: Claim, refs: list[CitedRef], names: tuple[str, ...]) -> list[str]:
-    """Identifiers and catalog names (services, alerts) in the claim that none of its cited refs contains."""
+    """Identifiers and catalog names (services, alerts, states) in the claim that none of its cited refs
+    contains. A state the claim only denies ("未 firing" of a resolved alert) is not stated: what a
+    claim says of a state is checked against the cited alert's state (`state_conflicts`)."""
     text = _fold(" ".join(ref.text for ref in refs)).casefold()
     claim_text = _fold(claim.claim_text)
     stated = [t for t in IDENTIFIER.findall(claim_text) if not MEASURE.fullmatch(t)]
-    stated += [n for n in names if mentions(claim_text, [n.casefold()])]
+    stated += [n for n in names if mentions(claim_text, [n.casefold()]) and not only_denied(n, claim_text)]
     return [t for t in dict.fromkeys(stated) if t.casefold() not in text]
 
 

@@ -109,6 +109,8 @@ NO_HIT = "未找到匹配的日志 (no log lines matched query='connection pool 
     ({"claim_text": "order-service HighMemoryUsage is no longer firing"}, refs(state="firing"), "verdict.state_conflict"),
     ({"claim_text": "order-service HighMemoryUsage 告警正在触发"},
      refs(ALERT.replace("firing", "resolved"), state="resolved"), "verdict.state_conflict"),
+    ({"claim_text": "order-service HighMemoryUsage 仍在 firing"},
+     refs(ALERT.replace("firing", "resolved"), state="resolved"), "verdict.ungrounded_name"),
     ({"claim_text": "order-service HighMemoryUsage: the replica is healthy"},
      refs(ALERT + ", healthy=false"), "verdict.state_conflict"),
     # A topic none of its evidence concerns.
@@ -133,6 +135,8 @@ def test_code_blocks_what_no_verifier_may_wave_through(claim_update, cited, rule
     ("order-service 存在 HighMemoryUsage 告警，current=91%", refs(state="firing")),
     ("order-service HighMemoryUsage 告警正在触发，current 91%，threshold 85%，持续 15m", refs(state="firing")),
     ("order-service 的 HighMemoryUsage 告警已恢复", refs(ALERT.replace("firing", "resolved"), state="resolved")),
+    # Denying a state the cited alert does not have is no ungrounded name.
+    ("order-service 的 HighMemoryUsage 未 firing，current=91%", refs(ALERT.replace("firing", "resolved"), state="resolved")),
     ("order-service HighMemoryUsage: the replica is not healthy", refs(ALERT + ", healthy=false")),
     ("order-service 内存告警，内存使用率 91%，GC 128 次",
      refs("[11:17][WARN][order-service] 内存使用率过高: 91.0%, GC次数: 128")),
