@@ -25,7 +25,7 @@ from collections import Counter
 
 from program.entry.audit import AuditStore
 from program.evidence import gatekeeper
-from program.evidence.matching import TOKEN, canonical, significant_chars
+from program.evidence.matching import canonical, significant_chars
 from signatures.contracts import MAX_ITEMS, Claim, EvidenceBinding, ExecutorOutput
 from tools.recorder import ToolInvocationRecorder
 
@@ -63,7 +63,7 @@ def _tamper(excerpt: str, rng: random.Random, kind: str) -> str | None:
         return excerpt + "?"
     if kind == "negation" and " not " in excerpt:
         return excerpt.replace(" not ", " ", 1)
-    tokens = [m for m in TOKEN.finditer(excerpt) if m.end() - m.start() >= 3]
+    tokens = [m for m in re.finditer(r"\w{3,}", excerpt)]
     if kind == "cut" and tokens:
         # Start after the first letters of the first token, or stop before the last ones of the last.
         if rng.random() < 0.5:

@@ -37,16 +37,22 @@ from dataclasses import dataclass
 
 from rapidfuzz import fuzz
 
-from program.evidence.statements import NEGATION_CHARS, NEGATION_WORDS
+from program.evidence.characters import (
+    BIDI_CONTROLS,
+    DASHES,
+    NEGATION_CHARS,
+    NEGATION_WORDS,
+    ZERO_WIDTH,
+    bidi_controls,
+    compatible_form,
+    kept_apart,
+)
+from program.evidence.characters import is_cjk as _is_cjk
 from program.evidence.text_cache import text_cache
 
-ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e")
-DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d")
 HARD_PUNCTUATION = frozenset("%./:-+<>=≠≤≥≦≧~≈≃≅!?")
 # Symbols that only separate fields or mark up text (a log's "a | b", markdown's `code`).
 SEPARATOR_SYMBOLS = frozenset("|`")
-# They reorder what a reader sees ("current=\u202e91\u202c%" displays as "19%").
-BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 ELLIPSIS = re.compile(r"\.{3,}|…+")
 # A ref's clauses: "HighMemoryUsage firing on order-service; current=91%; threshold=85%".
 CLAUSE = re.compile(r"\s*[;；]\s*")
@@ -62,16 +68,13 @@ CACHE_CHARS = 2_000_000
 MIN_PIECE_CHARS = 4
 # A letter or digit of any script but CJK (which has no spaces to mark its words), or "_".
 _WORD = r"[^\W\u2e80-\u9fff\uf900-\ufaff\u3000-\u303f]"
-# A token whose halves mean something else: a word, an identifier (orders-db, healthy=false, can't,
-# 11:17, 3.8GB/4GB) or a number with its sign, decimal point, digit groups and unit (-120ms, .5s,
-# 1,250ms, 91%).
-TOKEN = re.compile(rf"(?:(?<![\w.])[-+\u2212.](?=\d))?{_WORD}+(?:(?:[.\-/:+=_'\u2019]|(?<=\d),(?=\d{{3}}))"
-                   rf"{_WORD}+)*%?")
+# Punctuation that joins what stands on both sides of it: 1,250 and 3.8 (between digits), can't
+# and is_healthy (between letters or digits).
+GROUPING, JOINING = frozenset(",."), frozenset("'\u2019_")
+# Punctuation that ends a sentence or a field when a gap or the end follows it ("after 30s. Retrying").
+ENDING = frozenset(".!?:")
+EDGE_SEPARATORS = frozenset(",;\"'、。|`")
 CRITICAL = re.compile(rf"{_WORD}+(?:[.\-/:+]{_WORD}+)*%?|[未不无没非别勿否]")
-
-
-def _is_cjk(ch: str) -> bool:
-    return "\u2e80" <= ch <= "\u9fff" or "\uf900" <= ch <= "\ufaff" or "\u3000" <= ch <= "\u303f"
 
 
 def _is_word(ch: str) -> bool:
@@ -90,7 +93,7 @@ def _fold_char(ch: str) -> tuple[tuple[str, int], ...]:
             text = ""
         elif ch in DASHES:
             text = "-"
-        elif _kept_apart(ch) or ch in BIDI_CONTROLS:
+        elif kept_apart(ch) or ch in BIDI_CONTROLS:
             # Never folded away or into a plain digit: a mark on a token, or 12⁸, changes what it says.
             folded = ((ch, SOLID),)
             _FOLDED[ch] = folded
@@ -145,35 +148,10 @@ def _separates(ch: str) -> bool:
     return ch in SEPARATOR_SYMBOLS or unicodedata.category(ch)[0] in "PZ" or unicodedata.category(ch) == "Cc"
 
 
-def _kept_apart(ch: str) -> bool:
-    # Any mark (nonspacing, spacing or enclosing): enclosing marks have combining class 0.
-    return unicodedata.category(ch).startswith("M") or unicodedata.decomposition(ch).startswith(("<super>", "<sub>"))
-
-
-_COMPATIBLE: dict[str, str] = {}
-
-
-def compatible_form(text: str) -> str:
-    """NFKC character by character, except for what must never fold (see `_fold_char`)."""
-    if text.isascii():
-        return text  # NFKC leaves ASCII as it is
-    out = []
-    for ch in text:
-        form = _COMPATIBLE.get(ch)
-        if form is None:
-            form = _COMPATIBLE[ch] = ch if _kept_apart(ch) else unicodedata.normalize("NFKC", ch)
-        out.append(form)
-    return "".join(out)
-
-
 def clauses(text: str) -> list[str]:
     """A ref's clauses, numbered from 1, when it has more than one."""
     parts = CLAUSE.split(text)
     return parts if len([p for p in parts if p]) >= 2 else []
-
-
-def bidi_controls(text: str) -> list[str]:
-    return [f"U+{ord(ch):04X}" for ch in dict.fromkeys(text) if ch in BIDI_CONTROLS]
 
 
 def significant_chars(text: str) -> int:
@@ -208,19 +186,45 @@ class Match:
     too_weak: bool = False  # the excerpt cannot be compared at all: low confidence, not fabrication
 
 
-@text_cache(CACHE_CHARS)
-def _tokens(text: str) -> tuple[tuple[int, ...], tuple[int, ...]]:
-    spans = [(m.start(), m.end()) for m in TOKEN.finditer(text)]
-    return tuple(s for s, _ in spans), tuple(e for _, e in spans)
+def _gap(ch: str) -> bool:
+    """A character a quote may start or end beside: whitespace, a bracket or quotation mark, or the
+    punctuation that separates words (`, ; 、 。 | \``). A dash, `@`, `‰` or `$` is part of the token
+    it touches."""
+    form = compatible_form(ch)
+    return len(form) == 1 and (form.isspace() or form in EDGE_SEPARATORS
+                               or unicodedata.category(form) in ("Zs", "Zl", "Zp", "Cc", "Ps", "Pe", "Pi", "Pf"))
 
 
-def _token_at(source: str, position: int) -> tuple[int, int] | None:
-    """The span of the token that `position` falls strictly inside, if any."""
-    starts, ends = _tokens(source)
-    k = bisect.bisect_right(starts, position) - 1
-    if k < 0 or not starts[k] < position < ends[k]:
-        return None
-    return starts[k], ends[k]
+def _inside_token(source: str, position: int) -> bool:
+    """Does `position` (between two characters of the ref) fall inside a token? A token is anything
+    not broken by a gap: a word, a number with its sign, decimal point, digit groups and unit
+    (-120ms, .5s, 1,250ms, 91%, 9‰, $12), an identifier (orders-db, orders–db, healthy=false,
+    healthy≠true, orders@db, can't), a range (5~10). CJK has no gaps between its words, so a cut
+    between two CJK characters is allowed (a dropped negation character is checked on its own)."""
+    if position <= 0 or position >= len(source):
+        return False
+    before, after = source[position - 1], source[position]
+    outer_left = source[position - 2] if position >= 2 else ""
+    outer_right = source[position + 1] if position + 1 < len(source) else ""
+    for left, middle, right in ((outer_left, before, after), (before, after, outer_right)):
+        if middle in GROUPING and left.isdigit() and right.isdigit():
+            return True
+        if middle in JOINING and left.isalnum() and right.isalnum():
+            return True
+    if _gap(before) or _gap(after) or (_is_cjk(before) and _is_cjk(after)):
+        return False
+    # A sentence's or a field's end: "timed out after 30s. Retrying", "pool stats: active=50/50".
+    return not (after in ENDING and (not outer_right or _gap(outer_right)))
+
+
+def _token_around(source: str, position: int) -> str:
+    """The characters around `position` up to a gap, to name in a message."""
+    start, end = position, position
+    while start > 0 and not _gap(source[start - 1]):
+        start -= 1
+    while end < len(source) and not _gap(source[end]):
+        end += 1
+    return source[start:end]
 
 
 def _case_difference(piece: Canonical, ref: Canonical, found: int) -> str | None:
@@ -359,13 +363,12 @@ def match_excerpt(excerpt: str, ref_text: str) -> Match:
         start = ref.index[found]
         end = ref.index[found + len(canon_piece) - 1] + 1
         for position in (start, end):
-            token = _token_at(ref.source, position)
-            if token:
+            if _inside_token(ref.source, position):
                 return Match(
                     False,
                     "evidence.excerpt_mismatch",
-                    f"excerpt {piece!r} cuts {ref.source[token[0]:token[1]]!r} in the ref; a quote starts and "
-                    "ends on whole words, numbers and identifiers",
+                    f"excerpt {piece!r} cuts {_token_around(ref.source, position)!r} in the ref; a quote starts "
+                    "and ends on whole words, numbers and identifiers",
                 )
         if difference := _case_difference(canonical(piece), ref, found):
             return Match(False, "evidence.excerpt_mismatch",

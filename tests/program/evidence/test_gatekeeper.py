@@ -218,9 +218,9 @@ def _quote(excerpt: str) -> ExecutorOutput:
 
 
 def test_what_a_reader_would_see_of_a_quote_may_hold_no_bidi_controls():
-    invocation = _one_log("heap current=\u202e91\u202c%; GC count 128")
-    # Quoted faithfully, or quoted around the controls: either way the clause shown would display "19%".
-    for excerpt in ("heap current=\u202e91\u202c%", "heap current="):
+    invocation = _one_log("heap current=\u202e91\u202c% over budget; GC count 128")
+    # Quoted faithfully, or quoted beside the controls: either way the clause shown would display "19%".
+    for excerpt in ("heap current=\u202e91\u202c%", "over budget"):
         result = gatekeeper.check(_quote(excerpt), [invocation], SESSION)
         assert result.severity == "low_confid" and result.failed_rules == ["evidence.bidi_control"], result.errors
     clean = gatekeeper.check(_quote("GC count 128"), [invocation], SESSION)
