@@ -205,3 +205,20 @@ def test_ask_against_a_hostile_prometheus_stores_the_failure_and_never_passes(ca
     assert problem in metrics_calls[0].retrieval_details.message
     assert "未找到" not in json.dumps([i.output for i in metrics_calls], ensure_ascii=False)
 
+
+def test_a_source_that_breaks_while_the_run_is_set_up_ends_in_a_stored_failed_session(cases, tmp_path, monkeypatch,
+                                                                                    capsys):
+    def broken(self):
+        raise RuntimeError("a bug in a source")
+
+    monkeypatch.setattr("tools.sources.prometheus.Prometheus.services", broken)
+    monkeypatch.setenv("DIAGNOSIS_PROMETHEUS_URL", "http://127.0.0.1:9")
+    lm = good_lm(cases["high_memory_positive"], planner=lambda user: PLAN, executor=cite_the_alert())
+    monkeypatch.setattr("program.entry.api.resolve_lm", lambda spec: lm)
+    db = f"sqlite:///{tmp_path / 'audit.db'}"
+    assert cli.main(["--db", db, "ask", QUESTION, "--json", "--no-compiled"]) == 0
+    result = DiagnosisResult.model_validate_json(capsys.readouterr().out)
+    assert result.verdict == "LOW_CONFID"
+    record = AuditStore(db, read_only=True).get_session(result.session_id)
+    assert record.status == "failed"
+    assert [(e.rule, e.message) for e in record.errors] == [("pipeline.internal_error", "RuntimeError: a bug in a source")]
