@@ -4,7 +4,8 @@ Each tool returns a JSON-ready dict and says which source answered it (`source`)
 finds nothing is a success with an empty list and a message echoing what was searched; it never
 falls back to placeholder data. Bad arguments, and a source that cannot answer (a server down, a
 missing directory), return ``success: False`` with an error that says what was wrong: a failure is
-never a no-hit.
+never a no-hit. What a source left out or cut (files it skipped, lines or fields past the caps of
+tools/sources/limits.py) is named in the message, and a ref's text is cut at MAX_REF_CHARS.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from tools.declaration import Toolbox, ToolDeclaration
 from tools.sources.active import active_sources
 from tools.sources.errors import SourceError
+from tools.sources.limits import MAX_ITEM_CHARS, MAX_REF_CHARS, clip, places
 from tools.sources.logs import LOG_LEVELS, normal_level
 from tools.sources.runbooks import tokenize
 from tools.search import line_matches, read_line, read_query
@@ -72,6 +74,11 @@ def query_metrics(service: str | None = None, alert_name: str | None = None, sta
         if alerts:
             message = f"{len(matched)} alert(s) found" + (f", the first {len(alerts)} returned"
                                                           if len(alerts) < len(matched) else "")
+            cut = [f"#{i} {place}" for i, a in enumerate(alerts) for place in a.get("cut") or ()]
+            cut += [f"#{i}" for i, a in enumerate(alerts) if len(_alert_line(a)) > MAX_REF_CHARS]
+            if cut:
+                message += (f"; text longer than the source limits ({MAX_ITEM_CHARS} characters a field, "
+                            f"{MAX_REF_CHARS} an alert) was cut where marked: {places(cut)}")
         else:
             # A no-hit is evidence of one search: it names what was searched, never the catalog.
             message = (
@@ -139,6 +146,8 @@ def query_logs(query: str, service: str | None = None, level: str | None = None,
         # Lines the search could not read may hold what was asked for: the message must say so.
         message += (f"; {found.unparsed} line(s) in the log files could not be parsed and were not searched "
                     f"(first: {', '.join(found.unparsed_where)})")
+    # So may files left unread and lines cut short.
+    message += "".join(f"; {note}" for note in found.notes)
     return {
         "success": True,
         "logs": [dict(r) for r in kept],
@@ -147,6 +156,7 @@ def query_logs(query: str, service: str | None = None, level: str | None = None,
         "searched": searched,
         "source": found.label,
         "unparsed_lines": found.unparsed,
+        "skipped_files": found.skipped_files,
     }
 
 
@@ -178,13 +188,18 @@ def lookup_knowledge(query: str, top_k: int = 3) -> dict:
         if blocks
         else f"未找到相关知识 (no runbook section matched query={query!r})"
     )
+    message += "".join(f"; {note}" for note in index.notes)
     return {"success": True, "evidence_blocks": blocks, "total": len(blocks), "message": message, "searched": searched,
-            "source": runbooks.label}
+            "source": runbooks.label, "skipped_files": index.skipped_files}
 
 
 def alert_text(alert: Mapping[str, Any]) -> str:
     """An alert as one ref: its name and state, its fields as key=value, its description or
     annotations, and its samples; a field the source does not give is left out."""
+    return clip(_alert_line(alert), MAX_REF_CHARS)
+
+
+def _alert_line(alert: Mapping[str, Any]) -> str:
     fields = ", ".join(f"{key}={alert[key]}" for key in ("service", "current", "threshold", "duration", "active_since")
                        if alert.get(key) is not None)
     text = f"{alert.get('name')} {alert.get('state')}, {fields}"
@@ -201,11 +216,11 @@ def log_text(log: Mapping[str, Any]) -> str:
     stamp = str(log.get("timestamp", ""))
     # The design quotes log lines as [HH:MM][LEVEL][service] message.
     clock = stamp[11:16] if len(stamp) >= 16 and stamp[10] in "T " else stamp
-    return f"[{clock}][{log.get('level')}][{log.get('service')}] {log.get('message')}"
+    return clip(f"[{clock}][{log.get('level')}][{log.get('service')}] {log.get('message')}", MAX_REF_CHARS)
 
 
 def block_text(block: Mapping[str, Any]) -> str:
-    return f"{block.get('title')} ({block.get('source')}): {block.get('content')}"
+    return clip(f"{block.get('title')} ({block.get('source')}): {block.get('content')}", MAX_REF_CHARS)
 
 
 # The prompt text below is what every LM stage is told about each tool (the planner's and the tool

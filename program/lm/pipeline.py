@@ -178,6 +178,7 @@ class Diagnosis(dspy.Module):
 
     def _run(self, run: _Run) -> dspy.Prediction:
         run.store.save_session(run.record)
+        run.read_sources()
         self._plan(run)
         self._gather(run)
         checked = self._cite_and_check(run)
@@ -416,8 +417,11 @@ class _Run:
         self.record = DiagnosisSession(session_id=self.session_id, query=self.question, process=this_process(),
                                        created_at=datetime.now(UTC), lm_model=self.lm_model, language=self.language)
         self.recorder = ToolInvocationRecorder(self.store, self.session_id, self.toolbox)
-        # One reading of the active sources' names and of the question's scope per run, used by
-        # every stage and check.
+
+    def read_sources(self) -> None:
+        """One reading of the active sources' names and of the question's scope per run, used by
+        every stage and check. It runs once the record is stored, inside the run's fail-closed path:
+        a source is read here, and what it does must end in the record, never in a traceback."""
         self.catalog = active_catalog()
         self.record.notes.extend(Finding(rule="source.unavailable", message=problem)
                                  for problem in self.catalog.problems)

@@ -165,7 +165,8 @@ def test_prometheus_alerts_keep_the_fixture_shape_with_threshold_samples_and_ann
 @pytest.mark.parametrize(("handler", "error"), [
     (lambda r: httpx.Response(503, text="upstream down"), "HTTP 503 and a body that is not JSON"),
     (lambda r: httpx.Response(400, json={"status": "error", "error": "bad query"}), "refused /api/v1/rules: HTTP 400: bad query"),
-    (lambda r: httpx.Response(200, json={"status": "success", "data": {"groups": "x"}}), "without a list of groups"),
+    (lambda r: httpx.Response(200, json={"status": "success", "data": {"groups": "x"}}),
+     "answered /api/v1/rules with data that is not the API's: data.groups: Input should be a valid list"),
     (lambda r: (_ for _ in ()).throw(httpx.ConnectError("connection refused")), "could not be reached"),
     (lambda r: (_ for _ in ()).throw(httpx.ReadTimeout("slow")), "timed out"),
 ])

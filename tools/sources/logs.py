@@ -1,21 +1,38 @@
 """Log lines to search: the fixture's records, or a directory of log files read as they are now.
 
 A directory holds `*.log` files of `[time][LEVEL][service] message` lines and `*.jsonl` files of
-JSON objects with time (or timestamp), level, service and message. A line that is neither is
-counted and reported with every search, never dropped silently. Files are re-read when they change,
-so a search sees lines written since the last one.
+JSON objects with time (or timestamp), level, service and message. A line that is neither (or is
+not UTF-8, or names a time or service longer than a name may be) is counted and reported with
+every search, never dropped silently. Files are re-read when they change, so a search sees lines
+written since the last one.
+
+Only regular files inside the directory are read (tools/sources/files.py), each up to its newest
+MAX_FILE_BYTES and all of them up to MAX_DIRECTORY_BYTES; a message is cut at MAX_ITEM_CHARS. What
+was skipped, read in part or cut is named in the message of every search (tools/sources/limits.py).
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tools.sources.errors import SourceError
+from tools.sources.files import read_bytes, regular_files
+from tools.sources.limits import (
+    MAX_DIRECTORY_BYTES,
+    MAX_FILE_BYTES,
+    MAX_ITEM_CHARS,
+    MAX_NAME_CHARS,
+    NAMED_PLACES,
+    clip,
+    places,
+    size_text,
+)
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARN", "ERROR")
 LEVEL_ALIASES = {"WARNING": "WARN", "ERR": "ERROR", "FATAL": "ERROR", "CRITICAL": "ERROR", "TRACE": "DEBUG"}
@@ -36,6 +53,9 @@ class LogRecords:
     services: frozenset[str]
     unparsed: int = 0
     unparsed_where: tuple[str, ...] = ()
+    skipped_files: int = 0
+    # What the reading left out or cut, each said in the message of every search.
+    notes: tuple[str, ...] = ()
 
 
 def parse_line(line: str) -> dict[str, Any] | None:
@@ -52,6 +72,8 @@ def parse_line(line: str) -> dict[str, Any] | None:
         fields = (stamp, obj.get("level"), obj.get("service"), obj.get("message"))
         if not all(isinstance(f, str) and f.strip() for f in fields):
             return None
+        if any(len(f) > MAX_NAME_CHARS for f in fields[:3]):
+            return None
         level = normal_level(obj["level"])
         if level is None:
             return None
@@ -59,6 +81,8 @@ def parse_line(line: str) -> dict[str, Any] | None:
                 "message": obj["message"].strip()}
     match = BRACKETED.match(text)
     if not match or normal_level(match["level"]) is None:
+        return None
+    if any(len(match[f]) > MAX_NAME_CHARS for f in ("time", "service")):
         return None
     return {"timestamp": match["time"].strip(), "level": normal_level(match["level"]),
             "service": match["service"].strip(), "message": match["message"]}
@@ -68,45 +92,86 @@ class LogDirectory:
     def __init__(self, root: Path):
         self.root = root
         self._lock = threading.Lock()
-        # path -> ((mtime_ns, size), records, unparsed line numbers)
-        self._files: dict[Path, tuple[tuple[int, int], list[dict[str, Any]], list[int]]] = {}
+        # real path -> (what was read: (inode, mtime_ns, size, byte limit), the file's reading)
+        self._files: dict[Path, tuple[tuple[int, int, int, int], _FileReading]] = {}
 
     @property
     def label(self) -> str:
         return f"log directory {self.root}"
 
-    def _read(self, path: Path) -> tuple[list[dict[str, Any]], list[int]]:
-        stat = path.stat()
-        key = (stat.st_mtime_ns, stat.st_size)
+    def _read(self, name: str, path: Path, status: os.stat_result, limit: int) -> _FileReading:
+        key = (status.st_ino, status.st_mtime_ns, status.st_size, limit)
         cached = self._files.get(path)
         if cached and cached[0] == key:
-            return cached[1], cached[2]
-        records, unparsed = [], []
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                record = parse_line(line)
-                if record is None:
-                    unparsed.append(number)
-                else:
-                    records.append(record)
-        self._files[path] = (key, records, unparsed)
-        return records, unparsed
+            return cached[1]
+        data, start = read_bytes(path, limit, tail=True)
+        reading = _FileReading()
+        if start:
+            # The newest part of a file too big to read whole begins inside a line: that piece is
+            # dropped, and lines are numbered from the first whole one.
+            whole = data.find(b"\n") + 1
+            data = data[whole:] if whole else b""
+            reading.partial = f"{name} is {size_text(status.st_size)}: only its last {size_text(limit)} were read"
+            name = f"{name} (from byte {start + whole})"
+        for number, raw in enumerate(data.split(b"\n"), start=1):
+            try:
+                line = raw.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError:
+                reading.unparsed.append(f"{name}:{number}")
+                continue
+            if not line.strip():
+                continue
+            record = parse_line(line)
+            if record is None:
+                reading.unparsed.append(f"{name}:{number}")
+                continue
+            if len(record["message"]) > MAX_ITEM_CHARS:
+                record["message"] = clip(record["message"])
+                reading.cut.append(f"{name}:{number}")
+            reading.records.append(record)
+        self._files[path] = (key, reading)
+        return reading
 
     def records(self) -> LogRecords:
         if not self.root.is_dir():
             raise SourceError(f"log directory {self.root} does not exist")
-        paths = sorted([*self.root.rglob("*.log"), *self.root.rglob("*.jsonl")])
-        records: list[dict[str, Any]] = []
-        unparsed_where: list[str] = []
+        listing = regular_files(self.root, ("*.log", "*.jsonl"), recursive=True)
+        skipped = list(listing.skipped)
+        readings: list[_FileReading] = []
+        budget = MAX_DIRECTORY_BYTES
         with self._lock:
-            for path in paths:
+            for name, path, status in listing.files:
+                if budget <= 0:
+                    skipped.append(f"{name} (the {size_text(MAX_DIRECTORY_BYTES)} a search reads were used up)")
+                    continue
+                limit = min(MAX_FILE_BYTES, budget)
                 try:
-                    found, unparsed = self._read(path)
+                    readings.append(self._read(name, path, status, limit))
                 except OSError as exc:
-                    raise SourceError(f"cannot read log file {path}: {exc}") from None
-                records.extend(found)
-                unparsed_where.extend(f"{path.relative_to(self.root)}:{n}" for n in unparsed)
+                    skipped.append(f"{name} (cannot be read: {exc.strerror or exc})")
+                    continue
+                budget -= min(status.st_size, limit)
+            self._files = {path: self._files[path] for _, path, _ in listing.files if path in self._files}
+        if skipped and not readings:
+            raise SourceError(f"no log file under {self.root} could be read: {places(skipped)}")
+        records = [r for reading in readings for r in reading.records]
+        unparsed = [where for reading in readings for where in reading.unparsed]
+        cut = [where for reading in readings for where in reading.cut]
+        notes = []
+        if skipped:
+            notes.append(f"{len(skipped)} file(s) were not read: {places(skipped)}")
+        notes += [reading.partial for reading in readings if reading.partial]
+        if cut:
+            notes.append(f"{len(cut)} line(s) longer than {MAX_ITEM_CHARS} characters were cut where marked "
+                         f"and searched only that far ({places(cut)})")
         return LogRecords(label=self.label, records=tuple(records), services=frozenset(r["service"] for r in records),
-                          unparsed=len(unparsed_where), unparsed_where=tuple(unparsed_where[:5]))
+                          unparsed=len(unparsed), unparsed_where=tuple(unparsed[:NAMED_PLACES]),
+                          skipped_files=len(skipped), notes=tuple(notes))
+
+
+@dataclass
+class _FileReading:
+    partial: str | None = None
+    records: list[dict[str, Any]] = field(default_factory=list)
+    unparsed: list[str] = field(default_factory=list)
+    cut: list[str] = field(default_factory=list)

@@ -5,24 +5,34 @@ annotations, value, activeAt); the rule's expression gives the threshold where i
 comparison with a number; a range query of the expression's left-hand side gives recent samples,
 so a trend can be cited. Every alert keeps the fixture's shape, cited as `$.alerts[i]`.
 
-Any failure to get an answer (refused, timed out, an HTTP error, a body that is not the API's
-JSON) raises `SourceError`: the invocation fails, it is never a no-hit.
+Any failure to get an answer raises `SourceError`, and the invocation fails: it is never a no-hit.
+That includes a request that is not answered whole within the timeout (a server that drips its
+answer a few bytes at a time included), an answer over MAX_BODY_BYTES, and an answer whose parts
+the code reads are not as the API documents them (pydantic models below); the message names the
+first part that was wrong. An annotation, which a ref quotes, is cut at MAX_ITEM_CHARS where a
+reader can see it, and the alert names what was cut in `cut`.
 """
 
 from __future__ import annotations
 
+import math
+import queue
 import re
+import threading
 import time
-from typing import Any
+from typing import Annotated, Any, Literal, get_args
 
 import httpx
+from pydantic import AfterValidator, BaseModel, Field, StringConstraints, TypeAdapter, ValidationError
 
 from tools.sources.errors import SourceError
+from tools.sources.limits import MAX_BODY_BYTES, MAX_ITEM_CHARS, MAX_NAME_CHARS, clip, size_text
 
-ALERT_STATES = ("firing", "pending")
-# "<expression> <op> <number>" at the end of a rule: the number is the rule's threshold.
-COMPARISON = re.compile(r"^(?P<lhs>.+?)\s*(?P<op>>=|<=|==|!=|>|<)\s*(?P<number>[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*$",
-                        re.DOTALL)
+AlertState = Literal["firing", "pending"]
+ALERT_STATES = get_args(AlertState)
+# "<op> <number>" at the end of a rule's expression: the number is the rule's threshold. Searched
+# for, not matched from the start, so that an expression of spaces costs linear time, not quadratic.
+COMPARISON = re.compile(r"(?P<op>>=|<=|==|!=|>|<)\s*(?P<number>[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*$")
 SAMPLE_WINDOW_S = 600
 SAMPLE_STEP_S = 60
 MAX_SAMPLES = 6
@@ -34,12 +44,102 @@ def number_text(value: Any) -> str:
         number = float(value)
     except (TypeError, ValueError):
         return str(value)
-    return f"{number:.6g}" if abs(number) < 1e6 else f"{number:.0f}"
+    return f"{number:.6g}" if not math.isfinite(number) or abs(number) < 1e6 else f"{number:.0f}"
 
 
-def _since(stamp: Any) -> str:
+def threshold(expression: str) -> tuple[str, str] | None:
+    """(left-hand side, threshold) of an expression that ends in a comparison with a number."""
+    comparison = COMPARISON.search(expression)
+    lhs = expression[:comparison.start()].strip() if comparison else ""
+    return (lhs, comparison["number"]) if lhs else None
+
+
+def _since(stamp: str) -> str:
     """activeAt without its nanoseconds: 2026-11-30T14:02:11Z."""
-    return re.sub(r"\.\d+(?=Z|[+-]\d\d:\d\d$)", "", str(stamp))
+    return re.sub(r"\.\d+(?=Z|[+-]\d\d:\d\d$)", "", stamp)
+
+
+def _a_number(value: str) -> str:
+    """A sample value as the API sends it, a string: "9.1e+01", "NaN", "+Inf"."""
+    try:
+        float(value)
+    except ValueError:
+        raise ValueError("not a number") from None
+    return value
+
+
+# The parts of the API's answers that the code reads (https://prometheus.io/docs/prometheus/latest/querying/api/).
+Name = Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)]
+SampleValue = Annotated[str, AfterValidator(_a_number)]
+
+
+class Answer(BaseModel):
+    status: Literal["success", "error"]
+    data: Any = None
+    error: str | None = None
+
+
+class ActiveAlert(BaseModel):
+    labels: dict[str, str]
+    annotations: dict[str, str] = {}
+    state: AlertState
+    activeAt: Name | None = None
+    value: SampleValue
+
+
+class AlertingRule(BaseModel):
+    type: Literal["alerting"]
+    name: Name
+    query: Annotated[str, StringConstraints(max_length=MAX_ITEM_CHARS)]
+    alerts: list[ActiveAlert] = []
+
+
+class RecordingRule(BaseModel):
+    type: Literal["recording"]
+
+
+class RuleGroup(BaseModel):
+    rules: list[Annotated[AlertingRule | RecordingRule, Field(discriminator="type")]]
+
+
+class Rules(BaseModel):
+    groups: list[RuleGroup]
+
+
+class Series(BaseModel):
+    metric: dict[str, str]
+    values: list[tuple[float, SampleValue]]
+
+
+class Matrix(BaseModel):
+    resultType: Literal["matrix"]
+    result: list[Series]
+
+
+RULES = TypeAdapter(Rules)
+LABEL_VALUES = TypeAdapter(list[Name])
+MATRIX = TypeAdapter(Matrix)
+
+
+def _problem(exc: ValidationError, root: str) -> str:
+    """The first thing pydantic found wrong, where it was: `data.groups[0].rules: Input should be a valid list`."""
+    errors = exc.errors(include_url=False, include_input=False)
+    # A key or a tag in the answer can be as long as the answer: each part is cut to a name's length.
+    where = root + "".join(f"[{part}]" if isinstance(part, int) else f".{clip(str(part), MAX_NAME_CHARS)}"
+                           for part in errors[0]["loc"])
+    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
+    return f"{where}: {clip(errors[0]['msg'], MAX_NAME_CHARS)}{more}"
+
+
+def _clipped(values: dict[str, str], field: str, cut: list[str]) -> dict[str, str]:
+    """Keys and values cut to size, in key order; `cut` gets the place of each one that was cut."""
+    out = {}
+    for key, value in sorted(values.items()):
+        short = clip(key, MAX_NAME_CHARS)
+        if short != key or len(value) > MAX_ITEM_CHARS:
+            cut.append(f"{field}.{short}")
+        out[short] = clip(value)
+    return out
 
 
 class Prometheus:
@@ -47,6 +147,8 @@ class Prometheus:
                  transport: httpx.BaseTransport | None = None):
         self.url = url.rstrip("/")
         self.service_label = service_label
+        # httpx bounds each connect and read by the timeout; _get bounds the whole request by it.
+        self.timeout = timeout
         self.client = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
         self.alert_states = ALERT_STATES
 
@@ -54,65 +156,105 @@ class Prometheus:
     def label(self) -> str:
         return f"prometheus {self.url}"
 
-    def _get(self, path: str, **params: Any) -> Any:
+    def _get(self, path: str, data: TypeAdapter, **params: Any) -> Any:
+        """The answer's data as `data` reads it, or SourceError saying what was wrong."""
+        status, body = self._whole_answer(path, params)
         try:
-            response = self.client.get(path, params=params)
+            answer = Answer.model_validate_json(body)
+        except ValidationError as exc:
+            if any(e["type"] == "json_invalid" for e in exc.errors()):
+                raise SourceError(f"Prometheus at {self.url} answered {path} with HTTP {status} "
+                                  f"and a body that is not JSON") from None
+            if status == 200:
+                raise SourceError(f"Prometheus at {self.url} answered {path} with a body that is not the API's: "
+                                  f"{_problem(exc, 'body')}") from None
+            answer = None
+        if answer is None or status != 200 or answer.status != "success":
+            error = answer.error if answer is not None else None
+            raise SourceError(f"Prometheus at {self.url} refused {path}: HTTP {status}"
+                              + (f": {clip(error, MAX_NAME_CHARS)}" if error else ""))
+        try:
+            return data.validate_python(answer.data)
+        except ValidationError as exc:
+            raise SourceError(f"Prometheus at {self.url} answered {path} with data that is not the API's: "
+                              f"{_problem(exc, 'data')}") from None
+
+    def _whole_answer(self, path: str, params: dict[str, Any]) -> tuple[int, bytes]:
+        """The status and body of one GET, all of it within the timeout. The request runs in a
+        thread of its own, so a server that keeps sending a little (each read within httpx's
+        timeout) is given up on at the deadline; the thread stops at its next read."""
+        deadline = time.monotonic() + self.timeout
+        answers: queue.SimpleQueue = queue.SimpleQueue()
+
+        def fetch() -> None:
+            try:
+                answers.put(self._read(path, params, deadline))
+            except Exception as exc:  # raised again in the caller's thread below
+                answers.put(exc)
+
+        threading.Thread(target=fetch, name=f"prometheus {path}", daemon=True).start()
+        try:
+            outcome = answers.get(timeout=self.timeout)
+        except queue.Empty:
+            raise SourceError(self._timed_out(path)) from None
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    def _timed_out(self, path: str) -> str:
+        return f"Prometheus at {self.url} timed out on {path}: no whole answer within {self.timeout:g} s"
+
+    def _read(self, path: str, params: dict[str, Any], deadline: float) -> tuple[int, bytes]:
+        try:
+            with self.client.stream("GET", path, params=params) as response:
+                body = bytearray()
+                for chunk in response.iter_bytes():
+                    body += chunk
+                    if len(body) > MAX_BODY_BYTES:
+                        raise SourceError(f"Prometheus at {self.url} answered {path} with more than "
+                                          f"{size_text(MAX_BODY_BYTES)}, the most an answer may be")
+                    if time.monotonic() > deadline:
+                        raise SourceError(self._timed_out(path))
+                return response.status_code, bytes(body)
         except httpx.TimeoutException:
-            raise SourceError(f"Prometheus at {self.url} timed out on {path}") from None
+            raise SourceError(self._timed_out(path)) from None
         except httpx.HTTPError as exc:
             raise SourceError(f"Prometheus at {self.url} could not be reached on {path}: "
-                              f"{type(exc).__name__}: {exc}") from None
-        try:
-            body = response.json()
-        except ValueError:
-            raise SourceError(f"Prometheus at {self.url} answered {path} with HTTP {response.status_code} "
-                              f"and a body that is not JSON") from None
-        if response.status_code != 200 or not isinstance(body, dict) or body.get("status") != "success":
-            error = body.get("error") if isinstance(body, dict) else None
-            raise SourceError(f"Prometheus at {self.url} refused {path}: HTTP {response.status_code}"
-                              + (f": {error}" if error else ""))
-        return body.get("data")
+                              f"{type(exc).__name__}: {clip(str(exc), MAX_NAME_CHARS)}") from None
 
-    def _rules(self) -> list[dict[str, Any]]:
-        data = self._get("/api/v1/rules", type="alert")
-        groups = data.get("groups") if isinstance(data, dict) else None
-        if not isinstance(groups, list):
-            raise SourceError(f"Prometheus at {self.url} sent rules without a list of groups")
-        return [rule for group in groups if isinstance(group, dict)
-                for rule in group.get("rules") or [] if isinstance(rule, dict) and rule.get("type") == "alerting"]
+    def _rules(self) -> list[AlertingRule]:
+        rules = self._get("/api/v1/rules", RULES, type="alert")
+        return [rule for group in rules.groups for rule in group.rules if isinstance(rule, AlertingRule)]
 
     def alert_names(self) -> tuple[str, ...]:
-        return tuple(sorted({str(rule.get("name")) for rule in self._rules()}))
+        return tuple(sorted({rule.name for rule in self._rules()}))
 
     def services(self) -> tuple[str, ...]:
-        values = self._get(f"/api/v1/label/{self.service_label}/values")
-        if not isinstance(values, list):
-            raise SourceError(f"Prometheus at {self.url} sent label values that are not a list")
-        return tuple(sorted(str(v) for v in values))
+        return tuple(sorted(self._get(f"/api/v1/label/{self.service_label}/values", LABEL_VALUES)))
 
     def alerts(self) -> list[dict[str, Any]]:
         """Every active alert of every alerting rule, in the `$.alerts[i]` shape, without samples."""
         alerts = []
         for rule in self._rules():
-            expression = str(rule.get("query", ""))
-            comparison = COMPARISON.match(expression)
-            for active in rule.get("alerts") or []:
-                if not isinstance(active, dict):
-                    continue
-                labels = active.get("labels") if isinstance(active.get("labels"), dict) else {}
-                annotations = active.get("annotations") if isinstance(active.get("annotations"), dict) else {}
+            compared = threshold(rule.query)
+            for active in rule.alerts:
+                cut: list[str] = []
                 alert: dict[str, Any] = {
-                    "name": str(rule.get("name")),
-                    "state": str(active.get("state")),
-                    "service": labels.get(self.service_label),
-                    "current": number_text(active.get("value")),
+                    "name": rule.name,
+                    "state": active.state,
+                    "service": active.labels.get(self.service_label),
+                    "current": number_text(active.value),
                 }
-                if comparison:
-                    alert["threshold"] = number_text(comparison["number"])
-                alert["active_since"] = _since(active.get("activeAt"))
-                alert["annotations"] = {str(k): str(v) for k, v in sorted(annotations.items())}
-                alert["expression"] = expression
-                alert["labels"] = {str(k): str(v) for k, v in sorted(labels.items())}
+                if compared:
+                    alert["threshold"] = number_text(compared[1])
+                if active.activeAt is not None:
+                    alert["active_since"] = _since(active.activeAt)
+                alert["annotations"] = _clipped(active.annotations, "annotations", cut)
+                alert["expression"] = rule.query
+                # Whole: the samples are found by them, and a ref shows only the service's.
+                alert["labels"] = dict(sorted(active.labels.items()))
+                if cut:
+                    alert["cut"] = cut
                 alerts.append(alert)
         return alerts
 
@@ -122,20 +264,15 @@ class Prometheus:
         end = time.time()
         out = []
         for alert in alerts:
-            comparison = COMPARISON.match(alert["expression"])
-            expression = comparison["lhs"] if comparison else alert["expression"]
-            data = self._get("/api/v1/query_range", query=expression, start=end - SAMPLE_WINDOW_S, end=end,
-                             step=SAMPLE_STEP_S)
-            series = data.get("result") if isinstance(data, dict) else None
-            if not isinstance(series, list):
-                raise SourceError(f"Prometheus at {self.url} sent a range query result that is not a list")
+            compared = threshold(alert["expression"])
+            expression = compared[0] if compared else alert["expression"]
+            matrix = self._get("/api/v1/query_range", MATRIX, query=expression, start=end - SAMPLE_WINDOW_S, end=end,
+                               step=SAMPLE_STEP_S)
             own = alert["labels"]
             values: list[str] = []
-            for entry in series:
-                metric = entry.get("metric", {}) if isinstance(entry, dict) else {}
-                if all(own.get(k) == v for k, v in metric.items() if k != "__name__"):
-                    values = [number_text(pair[1]) for pair in entry.get("values") or []
-                              if isinstance(pair, list) and len(pair) == 2]
+            for series in matrix.result:
+                if all(own.get(k) == v for k, v in series.metric.items() if k != "__name__"):
+                    values = [number_text(value) for _, value in series.values]
                     break
             out.append({**alert, "samples": values[-MAX_SAMPLES:]})
         return out

@@ -1,7 +1,9 @@
 """Runbooks: Markdown files whose `## ` sections are ranked with BM25 over Chinese-aware tokens.
 
 The fixture's runbooks and a user's directory (`DIAGNOSIS_RUNBOOKS_DIR`) are read the same way;
-the index is rebuilt when a file is added, removed or changed.
+the index is rebuilt when a file is added, removed or changed. A runbook that cannot be used (not
+a regular file, not UTF-8, empty, only symbols, too big) is left out and named in the message of
+every lookup; it never costs the other runbooks. A section is cut at MAX_ITEM_CHARS.
 """
 
 from __future__ import annotations
@@ -13,6 +15,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.sources.errors import SourceError
+from tools.sources.files import Listing, read_bytes, regular_files
+from tools.sources.limits import (
+    MAX_DIRECTORY_BYTES,
+    MAX_FILE_BYTES,
+    MAX_ITEM_CHARS,
+    MAX_NAME_CHARS,
+    clip,
+    places,
+    size_text,
+)
+
+
+class UnusableRunbook(SourceError):
+    """One runbook that cannot be indexed; in a directory it costs only itself."""
+
+    def __init__(self, path: Path, reason: str):
+        super().__init__(f"runbook {path}: {reason}")
+        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -20,27 +40,37 @@ class Runbook:
     source: str
     title: str
     sections: tuple[tuple[str, str], ...]
+    # Headings of the sections cut at MAX_ITEM_CHARS.
+    cut: tuple[str, ...] = ()
 
 
 def load_runbook(path: Path) -> Runbook:
-    """A runbook's title (`# `) and its sections (`## ` heading, the text under it on one line)."""
+    """A runbook's title (`# `) and its sections (`## ` heading, the text under it on one line),
+    read whole and as UTF-8."""
+    data, _ = read_bytes(path, MAX_FILE_BYTES + 1)
+    if len(data) > MAX_FILE_BYTES:
+        raise UnusableRunbook(path, f"larger than the {size_text(MAX_FILE_BYTES)} a runbook may be")
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UnusableRunbook(path, f"not UTF-8 (byte {data[exc.start]:#04x} at offset {exc.start})") from None
     title = path.stem
     sections: list[tuple[str, str]] = []
     heading, body = "", []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    # A last empty heading closes the last section.
+    for line in [*text.splitlines(), "## "]:
         if line.startswith("# "):
-            title = line[2:].strip()
+            title = clip(line[2:].strip(), MAX_NAME_CHARS)
         elif line.startswith("## "):
             if heading and "".join(body).strip():
                 sections.append((heading, " ".join(x.strip() for x in body if x.strip())))
-            heading, body = line[3:].strip(), []
+            heading, body = clip(line[3:].strip(), MAX_NAME_CHARS), []
         else:
             body.append(line)
-    if heading and "".join(body).strip():
-        sections.append((heading, " ".join(x.strip() for x in body if x.strip())))
     if not sections:
-        raise SourceError(f"runbook {path} has no '## ' sections with text")
-    return Runbook(source=path.name, title=title, sections=tuple(sections))
+        raise UnusableRunbook(path, "no '## ' sections with text")
+    cut = tuple(heading for heading, content in sections if len(content) > MAX_ITEM_CHARS)
+    return Runbook(source=path.name, title=title, sections=tuple((h, clip(c)) for h, c in sections), cut=cut)
 
 
 _jieba_lock = threading.Lock()
@@ -61,10 +91,14 @@ def tokenize(text: str) -> list[str]:
 
 
 class KnowledgeIndex:
-    def __init__(self, runbooks: tuple[Runbook, ...]):
+    """BM25 over the runbooks' sections, and notes naming what it left out: the files skipped
+    (`skipped`, each "name (why)"), the sections with no word to index (only symbols) and the
+    sections cut. With no section left there is nothing to rank, and SourceError says why."""
+
+    def __init__(self, runbooks: tuple[Runbook, ...], skipped: tuple[str, ...] = ()):
         import bm25s
 
-        self.blocks = [
+        blocks = [
             {
                 "title": f"{rb.title} / {heading}",
                 "source": f"runbooks/{rb.source}#{re.sub(r'[^a-z0-9]+', '-', heading.casefold()).strip('-')}",
@@ -73,8 +107,25 @@ class KnowledgeIndex:
             for rb in runbooks
             for heading, body in rb.sections
         ]
+        tokens = [tokenize(f"{b['title']} {b['content']}") for b in blocks]
+        unindexed = [b["source"] for b, t in zip(blocks, tokens) if not t]
+        if len(unindexed) == len(blocks):
+            why = "no runbook section has a word to index" if blocks else "no runbook could be used"
+            raise SourceError(why + (f": {places([*skipped, *unindexed])}" if skipped or unindexed else ""))
+        self.blocks = [b for b, t in zip(blocks, tokens) if t]
         self.retriever = bm25s.BM25()
-        self.retriever.index([tokenize(f"{b['title']} {b['content']}") for b in self.blocks], show_progress=False)
+        self.retriever.index([t for t in tokens if t], show_progress=False)
+        self.skipped_files = len(skipped)
+        cut = [f"{rb.source}#{heading}" for rb in runbooks for heading in rb.cut]
+        notes = []
+        if skipped:
+            notes.append(f"{len(skipped)} runbook file(s) were not indexed: {places(skipped)}")
+        if unindexed:
+            notes.append(f"{len(unindexed)} section(s) have no word to index and were left out: {places(unindexed)}")
+        if cut:
+            notes.append(f"{len(cut)} section(s) longer than {MAX_ITEM_CHARS} characters were cut where marked "
+                         f"and ranked only that far ({places(cut)})")
+        self.notes = tuple(notes)
 
 
 class RunbookDirectory:
@@ -88,13 +139,36 @@ class RunbookDirectory:
         return f"runbook directory {self.root}"
 
     def index(self) -> KnowledgeIndex:
+        """The index of every usable runbook; its notes name the files skipped and the sections cut."""
         if not self.root.is_dir():
             raise SourceError(f"runbook directory {self.root} does not exist")
-        paths = sorted(self.root.glob("*.md"))
-        if not paths:
+        listing = regular_files(self.root, ("*.md",), recursive=False)
+        if not listing.files and not listing.skipped:
             raise SourceError(f"no runbooks (*.md) under {self.root}")
-        key = tuple((p.name, p.stat().st_mtime_ns, p.stat().st_size) for p in paths)
+        key = (tuple((name, s.st_ino, s.st_mtime_ns, s.st_size) for name, _, s in listing.files), listing.skipped)
         with self._lock:
             if self._index is None or self._index[0] != key:
-                self._index = (key, KnowledgeIndex(tuple(load_runbook(p) for p in paths)))
+                self._index = (key, self._build(listing))
             return self._index[1]
+
+    def _build(self, listing: Listing) -> KnowledgeIndex:
+        skipped = list(listing.skipped)
+        runbooks = []
+        budget = MAX_DIRECTORY_BYTES
+        for name, path, status in listing.files:
+            if status.st_size > budget:
+                skipped.append(f"{name} (the {size_text(MAX_DIRECTORY_BYTES)} an index reads were used up)")
+                continue
+            try:
+                runbooks.append(load_runbook(path))
+            except UnusableRunbook as exc:
+                skipped.append(f"{name} ({exc.reason})")
+                continue
+            except OSError as exc:
+                skipped.append(f"{name} (cannot be read: {exc.strerror or exc})")
+                continue
+            budget -= status.st_size
+        try:
+            return KnowledgeIndex(tuple(runbooks), tuple(skipped))
+        except SourceError as exc:
+            raise SourceError(f"{exc} (runbook directory {self.root})") from None

@@ -1,0 +1,178 @@
+"""Log and runbook directories with files a source must not read whole or at all: fifos, links out,
+directories named like files, text that is not UTF-8, empty or symbol-only runbooks, lines and
+files beyond the caps (tools/sources/limits.py). One bad file costs only itself, named in the
+message; what is read is cut where marked and said so."""
+
+import os
+import threading
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from tools import lookup_knowledge, query_logs
+from tools.catalog import active_catalog
+from tools.functions import log_text
+from tools.sources.limits import MAX_ITEM_CHARS, MAX_REF_CHARS
+
+HIKARI = "[2026-11-30 10:01:02][ERROR][order-service] HikariPool-1 - Connection is not available\n"
+KAFKA = "# Kafka\n\n## Consumer lag\nCheck consumer group lag per partition.\n"
+
+
+@contextmanager
+def fifo(path: Path, content: str):
+    """A fifo that hands `content` to whoever opens it to read, so that code which opens it reads
+    the content (and a test can see that it did) instead of blocking the test forever."""
+    os.mkfifo(path)
+    stop = threading.Event()
+
+    def feed():
+        while not stop.is_set():
+            try:
+                descriptor = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+            except OSError:  # nobody has it open to read
+                stop.wait(0.01)
+                continue
+            try:
+                os.write(descriptor, content.encode())
+            except OSError:
+                pass
+            finally:
+                os.close(descriptor)
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        yield path
+    finally:
+        stop.set()
+        feeder.join()
+
+
+@pytest.fixture
+def logs(tmp_path, monkeypatch):
+    root = tmp_path / "logs"
+    (root / "order").mkdir(parents=True)
+    (root / "order" / "app.log").write_text(HIKARI, encoding="utf-8")
+    monkeypatch.setenv("DIAGNOSIS_LOGS_DIR", str(root))
+    return root
+
+
+def test_a_log_directory_reads_only_the_regular_files_inside_it(logs, tmp_path):
+    outside = tmp_path / "elsewhere.log"
+    outside.write_text("[2026-11-30 10:00:00][ERROR][secret-service] HikariCP secret\n", encoding="utf-8")
+    (logs / "out.log").symlink_to(outside)
+    (logs / "dir.log").mkdir()
+    (logs / "again.log").symlink_to(logs / "order" / "app.log")
+    (logs / "gone.log").symlink_to(logs / "nowhere.log")
+    with fifo(logs / "pipe.log", "[2026-11-30 10:00:00][ERROR][fifo-service] HikariCP from the fifo\n"):
+        services = active_catalog().services
+        found = query_logs("HikariCP")
+    assert "secret-service" not in services and "fifo-service" not in services
+    assert found["success"] and [log["service"] for log in found["logs"]] == ["order-service"]
+    assert found["skipped_files"] == 5
+    for skipped in ("pipe.log (a fifo, not a regular file)", f"out.log (a link to {outside}, outside {logs})",
+                    "dir.log (a directory, not a regular file)", "again.log (the same file as order/app.log)",
+                    "gone.log (cannot be resolved"):
+        assert skipped in found["message"]
+    assert "5 file(s) were not read" in found["message"]
+
+
+def test_a_log_directory_of_nothing_readable_fails_and_says_why(tmp_path, monkeypatch):
+    root = tmp_path / "logs"
+    root.mkdir()
+    monkeypatch.setenv("DIAGNOSIS_LOGS_DIR", str(root))
+    with fifo(root / "pipe.log", "[2026-11-30 10:00:00][ERROR][fifo-service] HikariCP from the fifo\n"):
+        result = query_logs("HikariCP")
+        problems = active_catalog().problems
+    assert result["success"] is False and "no log file under" in result["error"] and "pipe.log (a fifo" in result["error"]
+    assert problems and problems[0].startswith("logs: no log file under")
+
+
+def test_a_line_that_is_not_utf8_costs_only_itself(logs):
+    (logs / "latin.log").write_bytes("[2026-11-30 10:05:00][ERROR][order-service] café machine down\n"
+                                     "[2026-11-30 10:06:00][ERROR][order-service] espresso machine down\n"
+                                     .encode("latin-1"))
+    found = query_logs("machine down")
+    assert [log["message"] for log in found["logs"]] == ["espresso machine down"]
+    assert found["unparsed_lines"] == 1 and "latin.log:1" in found["message"]
+
+
+def test_a_long_line_is_cut_where_marked_and_the_message_says_so(logs):
+    with (logs / "order" / "app.log").open("a", encoding="utf-8") as handle:
+        handle.write("[2026-11-30 10:02:00][ERROR][order-service] " + "overflow " * 600_000 + "needle\n")
+    found = query_logs("overflow")
+    (log,) = found["logs"]
+    assert log["message"].endswith(f" …[cut: {len('overflow ' * 600_000 + 'needle') - MAX_ITEM_CHARS} more characters]")
+    assert len(log["message"]) < MAX_ITEM_CHARS + 50 and len(log_text(log)) <= MAX_REF_CHARS + 50
+    assert f"1 line(s) longer than {MAX_ITEM_CHARS} characters were cut where marked" in found["message"]
+    assert "order/app.log:2" in found["message"]
+    assert query_logs("needle")["total"] == 0  # past the cut: not searched, and the message says so
+
+
+def test_a_log_file_over_the_cap_is_read_from_its_newest_lines(logs, monkeypatch):
+    monkeypatch.setattr("tools.sources.logs.MAX_FILE_BYTES", 2000)
+    lines = [f"[2026-11-30 11:{n // 60:02d}:{n % 60:02d}][INFO][batch-service] event {n:03d} done\n" for n in range(200)]
+    (logs / "batch.log").write_text("".join(lines), encoding="utf-8")
+    found = query_logs("event", service="batch-service", limit=200)
+    numbers = [int(log["message"].split()[1]) for log in found["logs"]]
+    assert numbers[-1] == 199 and 0 < len(numbers) < 2000 // 50 and numbers == list(range(numbers[0], 200))
+    size = len("".join(lines))
+    assert f"batch.log is {size} bytes: only its last 2000 bytes were read" in found["message"]
+
+
+def test_a_log_directory_reads_at_most_its_cap(logs, monkeypatch):
+    monkeypatch.setattr("tools.sources.logs.MAX_DIRECTORY_BYTES", len(HIKARI))
+    (logs / "z.log").write_text("[2026-11-30 10:09:00][ERROR][z-service] HikariCP late\n", encoding="utf-8")
+    found = query_logs("HikariCP")
+    assert [log["service"] for log in found["logs"]] == ["order-service"]
+    assert f"z.log (the {len(HIKARI)} bytes a search reads were used up)" in found["message"]
+
+
+@pytest.fixture
+def books(tmp_path, monkeypatch):
+    root = tmp_path / "runbooks"
+    root.mkdir()
+    (root / "kafka.md").write_text(KAFKA, encoding="utf-8")
+    monkeypatch.setenv("DIAGNOSIS_RUNBOOKS_DIR", str(root))
+    return root
+
+
+def test_one_bad_runbook_costs_only_itself_and_is_named(books, tmp_path):
+    (books / "latin.md").write_bytes("# Café\n\n## Consumer lag espresso\nDescale the café machine.\n".encode("latin-1"))
+    (books / "empty.md").write_text("", encoding="utf-8")
+    (books / "symbols.md").write_text("# ***\n\n## !!!\n@@@ ### $$$\n", encoding="utf-8")
+    (books / "notes.md").mkdir()
+    (tmp_path / "secret.md").write_text("# Secret\n\n## Consumer lag\nconsumer lag outside\n", encoding="utf-8")
+    (books / "out.md").symlink_to(tmp_path / "secret.md")
+    with fifo(books / "pipe.md", "# Fifo\n\n## Consumer lag\nconsumer lag from a fifo\n"):
+        found = lookup_knowledge("consumer lag")
+    assert found["success"] and [b["source"] for b in found["evidence_blocks"]] == ["runbooks/kafka.md#consumer-lag"]
+    assert found["skipped_files"] == 5 and "5 runbook file(s) were not indexed" in found["message"]
+    for skipped in ("latin.md (not UTF-8 (byte 0xe9 at offset 5))", "empty.md (no '## ' sections with text)",
+                    "notes.md (a directory, not a regular file)", "out.md (a link to", "pipe.md (a fifo"):
+        assert skipped in found["message"]
+    assert "1 section(s) have no word to index and were left out: runbooks/symbols.md#" in found["message"]
+
+
+@pytest.mark.parametrize(("text", "error"), [
+    ("# ***\n\n## !!!\n@@@ ### $$$\n", "no runbook section has a word to index: runbooks/symbols.md#"),
+    ("", "no runbook could be used: symbols.md (no '## ' sections with text)"),
+])
+def test_a_runbook_directory_with_nothing_to_rank_fails_and_says_why(tmp_path, monkeypatch, text, error):
+    root = tmp_path / "runbooks"
+    root.mkdir()
+    (root / "symbols.md").write_text(text, encoding="utf-8")
+    monkeypatch.setenv("DIAGNOSIS_RUNBOOKS_DIR", str(root))
+    result = lookup_knowledge("consumer lag")
+    assert result["success"] is False and error in result["error"] and str(root) in result["error"]
+
+
+def test_a_long_runbook_section_is_cut_where_marked_and_the_message_says_so(books):
+    (books / "long.md").write_text("# Long\n\n## Rebalance storm\n" + "rebalance " * 10_000 + "\n", encoding="utf-8")
+    found = lookup_knowledge("rebalance storm")
+    block = found["evidence_blocks"][0]
+    assert block["source"] == "runbooks/long.md#rebalance-storm"
+    assert block["content"].endswith(" more characters]") and len(block["content"]) < MAX_ITEM_CHARS + 50
+    assert (f"1 section(s) longer than {MAX_ITEM_CHARS} characters were cut where marked and ranked only that far "
+            "(long.md#Rebalance storm)") in found["message"]

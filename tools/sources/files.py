@@ -1,0 +1,71 @@
+"""The files of a source directory that may be read, and reading one within a byte budget.
+
+Only regular files that resolve inside the directory are read. A fifo named `*.log` would block
+the first `open` forever, a device could answer without end, and a link out of the directory
+would read what the user never pointed the program at; each is skipped and named instead. The
+type is checked with `stat` before anything is opened, and again on the open descriptor, which is
+opened non-blocking in case the path changed in between.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+KINDS = {stat.S_IFIFO: "a fifo", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+         stat.S_IFSOCK: "a socket", stat.S_IFDIR: "a directory"}
+
+
+@dataclass(frozen=True)
+class Listing:
+    # (name under the root, real path, what `stat` said of it) per file, and "name (why)" for each
+    # path that was not taken.
+    files: tuple[tuple[str, Path, os.stat_result], ...]
+    skipped: tuple[str, ...]
+
+
+def _kind(mode: int) -> str:
+    return KINDS.get(stat.S_IFMT(mode), "not a regular file")
+
+
+def regular_files(root: Path, patterns: tuple[str, ...], *, recursive: bool) -> Listing:
+    """The regular files under root that match a pattern, in name order, and the other matches skipped."""
+    inside = root.resolve()
+    # Links after files, so that a file reached both ways is named by its own path.
+    found = sorted({p for pattern in patterns for p in (root.rglob(pattern) if recursive else root.glob(pattern))},
+                   key=lambda p: (p.is_symlink(), p))
+    files, skipped, seen = [], [], {}
+    for path in found:
+        name = str(path.relative_to(root))
+        try:
+            real = path.resolve(strict=True)
+            status = real.stat()
+        except (OSError, RuntimeError) as exc:
+            skipped.append(f"{name} (cannot be resolved: {getattr(exc, 'strerror', None) or exc})")
+            continue
+        if not real.is_relative_to(inside):
+            skipped.append(f"{name} (a link to {real}, outside {root})")
+        elif not stat.S_ISREG(status.st_mode):
+            skipped.append(f"{name} ({_kind(status.st_mode)}, not a regular file)")
+        elif real in seen:
+            skipped.append(f"{name} (the same file as {seen[real]})")
+        else:
+            seen[real] = name
+            files.append((name, real, status))
+    return Listing(files=tuple(files), skipped=tuple(skipped))
+
+
+def read_bytes(path: Path, limit: int, *, tail: bool = False) -> tuple[bytes, int]:
+    """At most `limit` bytes of a regular file (its last ones with tail), and the offset they start at.
+
+    Raises OSError when the path is no longer a regular file."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
+    with os.fdopen(descriptor, "rb") as handle:
+        status = os.fstat(handle.fileno())
+        if not stat.S_ISREG(status.st_mode):
+            raise OSError(f"{_kind(status.st_mode)}, not a regular file")
+        start = max(0, status.st_size - limit) if tail else 0
+        handle.seek(start)
+        return handle.read(limit), start
