@@ -20,7 +20,8 @@ from program.evidence.injection import addresses_the_model
 from program.evidence.language import say, verdict_text
 from program.evidence.matching import bidi_controls, canonical
 from program.evidence.scope import mentions
-from program.evidence.statements import negated, state_conflicts, ungrounded_numbers
+from program.evidence.relevance import unnamed_topics
+from program.evidence.statements import misbound_numbers, negated, state_conflicts, ungrounded_numbers
 from program.evidence.verdict import IDENTIFIER, CitedRef
 from signatures.contracts import Claim, Language, Verdict
 
@@ -84,9 +85,11 @@ def scan_answer(
     ref_texts: list[str],
     names: tuple[str, ...] = (),
     cited: dict[str, list[CitedRef]] | None = None,
+    topics: list[tuple[str, ...]] = (),
 ) -> list[str]:
     """Reasons to refuse the composer's answer; empty when it may be shown. `names` are the
-    catalog's service and alert names; `cited`, what each claim's passing bindings point at."""
+    catalog's service and alert names, `topics` its topic groups; `cited`, what each claim's
+    passing bindings point at. The answer is read as the claims are (statements.py)."""
     cited = cited or {}
     reasons = []
     text = answer.strip()
@@ -98,6 +101,12 @@ def scan_answer(
         reasons.append(f"the answer negates a verified claim or its evidence: {contradiction[0]!r}")
     if ungrounded := ungrounded_tokens(text, verified, names, cited):
         reasons.append(f"the answer states {', '.join(ungrounded[:5])}, which no verified claim or excerpt contains")
+    evidence = [clause for c in verified for clause in contexts(c, cited)]
+    if misbound := misbound_numbers(text, evidence):
+        reasons.append(f"the answer gives {misbound[0]}: a number said of another quantity")
+    refs = [ref.text for c in verified for ref in cited.get(c.claim_id, [])] or evidence
+    if unnamed := unnamed_topics(text, refs, topics):
+        reasons.append(f"the answer speaks of {', '.join(unnamed)}, which no verified claim's evidence concerns")
     if RAW_JSON.search(text) or RAW_PATH.search(text):
         reasons.append("the answer contains raw JSON or evidence paths")
     folded = canonical(text).text

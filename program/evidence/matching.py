@@ -188,8 +188,8 @@ class Match:
 
 def _gap(ch: str) -> bool:
     """A character a quote may start or end beside: whitespace, a bracket or quotation mark, or the
-    punctuation that separates words (`, ; 、 。 | \``). A dash, `@`, `‰` or `$` is part of the token
-    it touches."""
+    punctuation that separates words (, ; 、 。 | and the backquote). A dash, `@`, `‰` or `$` is part
+    of the token it touches."""
     form = compatible_form(ch)
     return len(form) == 1 and (form.isspace() or form in EDGE_SEPARATORS
                                or unicodedata.category(form) in ("Zs", "Zl", "Zp", "Cc", "Ps", "Pe", "Pi", "Pf"))

@@ -93,8 +93,10 @@ def off_topic(claim_text: str, cited_texts: list[str], target: Target) -> str | 
 def unnamed_topics(claim_text: str, cited_texts: list[str], groups: list[tuple[str, ...]]) -> list[str]:
     """Topics the claim names that none of its cited refs concerns: an add-on such as "…且连接池已
     耗尽导致内存上涨" on a memory alert speaks of what its evidence never mentions."""
-    cited = set(_named_topics(" ".join(cited_texts), groups))
-    return [group[0] for group in _named_topics(claim_text, groups) if group not in cited]
+    # The refs are read generously (a term inside a longer one counts: OutOfMemoryError concerns
+    # memory), the claim strictly: what the claim names must be somewhere in what it cites.
+    cited = unicodedata.normalize("NFKC", " ".join(cited_texts)).casefold()
+    return [group[0] for group in _named_topics(claim_text, groups) if not any(term and term in cited for term in group)]
 
 
 def question_words(question: str, catalog: Catalog) -> str:

@@ -3,9 +3,10 @@
 Code cannot judge meaning in general. It can see two things here (and the topics a statement names,
 `relevance.unnamed_topics`); a statement that breaks one is blocked in code whatever a verifier says:
 - its numbers, in digits or in words (``百分之九十九``, ``ninety nine percent``), each with its sign,
-  its unit and the quantity it is said of: a number must occur in the evidence with the same value
-  and, where the statement gives one, the same unit, and where the evidence binds a quantity of the
-  same name to a value (``GC次数: 128``), the statement must give that value;
+  its unit, a comparison written before it, and the quantity it is said of: a number must occur in
+  the evidence with the same value and, where the statement writes them, the same measure (2.3 秒
+  is 2300ms, 15 hours is not 15m) and comparison; where the evidence binds a quantity of the same
+  name to a value (``GC次数: 128``), the statement must give that value;
 - the state it asserts: an alert's state (firing or pending against resolved or inactive, the
   states Prometheus and Alertmanager report) and a ``key=true|false`` value in the evidence.
 What is left to the verifier (which sees the whole clauses the quotes sit in): a cause or a
@@ -16,24 +17,43 @@ paraphrase.
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 
-NEGATION_WORDS = frozenset(
-    "not no never without non none nothing neither nor cannot can't couldn't isn't wasn't aren't weren't "
-    "don't doesn't didn't won't wouldn't hasn't haven't hadn't shouldn't mustn't needn't".split()
-)
-NEGATION_CHARS = frozenset("未不无没非别勿否")
+from program.evidence.characters import DASHES, NEGATION_CHARS, NEGATION_WORDS, compatible_form
 NEGATION = re.compile(r"[" + "".join(sorted(NEGATION_CHARS)) + r"]|\b(?:" + "|".join(
     re.escape(w) for w in sorted(NEGATION_WORDS, key=len, reverse=True)) + r")\b", re.IGNORECASE)
 # Where a clause of a statement ends: what a negation or a quantity's name does not reach across.
 CLAUSE_END = re.compile(r"[,;，；。！？!?\n]|\s[-–—]\s|\bbut\b|但|而")
 
-# A number as written in digits: its sign (only where no word or digit precedes it, so the 1 of
-# HikariPool-1 and the 11 of 2026-11-30 are unsigned), digit groups, decimals, and a unit of SI
-# shape written right after it (91%, 3.8GB, 4200ms, 4200 ms, 15m).
-DIGITS = re.compile(r"(?P<sign>(?<![\w.])[-+\u2212])?(?P<number>(?<![\d,])\d{1,3}(?:,\d{3})+(?![\d,])|\d+(?:\.\d+)?"
-                    r"|(?<![\w.])\.\d+)(?P<unit>\s?(?:%|(?:[kKMGTP]i?[Bb]|[mµun]?s|min|[hdmM]|x)(?:/s)?(?![A-Za-z])))?")
+# Units as written after a number, each with what it measures and its scale; a unit is matched
+# with its case (`M` is not `m`, `Gb` is not `GB`). Chinese measure words (次, 个, 条) are counts,
+# not units, and stay with the words.
+UNITS: dict[str, tuple[str, float]] = {
+    **{u: ("time", 1e-9) for u in ("ns",)}, **{u: ("time", 1e-6) for u in ("µs", "us", "μs")},
+    **{u: ("time", 1e-3) for u in ("ms", "msec", "millisecond", "milliseconds", "毫秒")},
+    **{u: ("time", 1.0) for u in ("s", "sec", "secs", "second", "seconds", "秒", "秒钟")},
+    **{u: ("time", 60.0) for u in ("m", "min", "mins", "minute", "minutes", "分钟")},
+    **{u: ("time", 3600.0) for u in ("h", "hr", "hrs", "hour", "hours", "小时")},
+    **{u: ("time", 86400.0) for u in ("d", "day", "days", "天")},
+    **{u: ("bytes", 1.0) for u in ("B", "byte", "bytes")},
+    **{u: ("bytes", 1e3) for u in ("KB", "kB", "kilobyte", "kilobytes")},
+    **{u: ("bytes", 1e6) for u in ("MB", "megabyte", "megabytes")},
+    **{u: ("bytes", 1e9) for u in ("GB", "gigabyte", "gigabytes")},
+    **{u: ("bytes", 1e12) for u in ("TB", "terabyte", "terabytes")},
+    **{u: ("bytes", 1024.0 ** n) for n, u in enumerate(("", "KiB", "MiB", "GiB", "TiB")) if u},
+    **{u: ("bits", 1e3 ** n) for n, u in enumerate(("b", "Kb", "Mb", "Gb", "Tb"))},
+    **{u: ("percent", 1.0) for u in ("%", "percent", "per cent", "pct")}, "‰": ("percent", 0.1),
+    "x": ("ratio", 1.0), "M": ("million", 1.0), "k": ("thousand", 1.0), "K": ("thousand", 1.0),
+}
+# Lower-case spellings that could be bytes or bits are units of their own: equal only to themselves.
+UNITS.update({u: (u, 1.0) for u in ("kb", "mb", "gb", "tb")})
+_UNIT = "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
+# A number as written in digits: a comparison written before it (p99 > 2s, current≠91%), its sign
+# (only where no word or digit precedes it, so the 1 of HikariPool-1 and the 11 of 2026-11-30 are
+# unsigned), digit groups, decimals, a unit, and a mark or superscript that makes it unreadable.
+DIGITS = re.compile(r"(?P<relation>(?:[<>!=]=|[<>≤≥≠≈~])\s*)?(?P<sign>(?<![\w.])[-+])?"
+                    r"(?P<number>(?<![\d,])\d{1,3}(?:,\d{3})+(?![\d,])|\d+(?:\.\d+)?|(?<![\w.])\.\d+)"
+                    rf"(?P<unit>\s?(?:{_UNIT})(?![^\W\d_]))?(?P<mark>[\u0300-\u036f\u2070-\u209f\u00b2\u00b3\u00b9])?")
 EN_UNITS = {w: n for n, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen "
                                        "fourteen fifteen sixteen seventeen eighteen nineteen".split())}
 EN_TENS = {w: 10 * n for n, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if n >= 2}
@@ -42,20 +62,33 @@ EN_NUMBER = re.compile(r"\b(?:(?:" + "|".join([*EN_UNITS, *EN_TENS, *EN_SCALES, 
                        r"(?P<percent>\s*(?:percent|per\s+cent)\b)?", re.IGNORECASE)
 ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 ZH_SCALES = {"十": 10, "百": 100, "千": 1000, "万": 10**4, "亿": 10**8}
-ZH_NUMBER = re.compile(r"(?P<percent>百分之)?(?P<number>[零〇一二两三四五六七八九十百千万亿]+(?:点[零〇一二两三四五六七八九]+)?)")
+ZH_NUMBER = re.compile(r"(?P<percent>百分之)?(?P<number>[零〇一二两三四五六七八九十百千万亿]+(?:点[零〇一二两三四五六七八九]+)?)"
+                       rf"(?P<unit>\s?(?:{_UNIT}))?")
 
 # Alert states as Prometheus and Alertmanager report them, and the words a statement asserts them with.
 RAISED_STATES = ("firing", "pending")
 CLEARED_STATES = ("resolved", "inactive")
-RAISED_WORDS = re.compile(r"\b(?:firing|fired|fires|triggered|pending)\b|触发|告警中|正在告警", re.IGNORECASE)
-CLEARED_WORDS = re.compile(r"\b(?:resolved|recovered|cleared|inactive|normal)\b|恢复|解除|消除|正常|已结束", re.IGNORECASE)
-# A quantity the evidence names: "GC次数: 128", "current=91%", "healthy=false".
-PAIR = re.compile(r"(?P<key>[^\s:=：,;，；\[\]()<>]{1,24})\s*[:=：]\s*(?P<value>[^\s,;，；]+)")
-BOOLEAN = {"true": True, "false": False}
+RAISED_WORDS = re.compile(r"\b(?:firing|fired|fires|triggered|pending|ongoing|unresolved|still active)\b|"
+                          r"触发|告警中|正在告警|报警中|仍在告警|持续告警|告警状态|未恢复|未解决", re.IGNORECASE)
+CLEARED_WORDS = re.compile(r"\b(?:resolved|recovered|cleared|inactive|normal|mitigated|subsided|over now|back to "
+                           r"(?:normal|baseline))\b|恢复|解除|消除|正常|已结束|已解决|已消失|已关闭|已停止|好了", re.IGNORECASE)
+# Words that deny a state the way a negation does: "no longer firing", "stopped firing", 不再告警.
+STATE_DENIAL = re.compile(r"\bno longer\b|\bstopped\b|\bceased\b|不再", re.IGNORECASE)
+# A quantity the evidence names: "GC次数: 128", "current=91%", "healthy=false", "healthy != true",
+# '"healthy": false'. The key is the run before the operator, the value the run after it.
+OPERATOR = re.compile(r"\s*(==|!=|≠|[:=：])\s*")
+KEY = re.compile(r"([^\s:=：,;，；\[\](){}<>\"'!≠]{1,24})[\"']?$")
+VALUE = re.compile(r"[^\s,;，；:=：\[\](){}<>\"']+")
+BOOLEAN = {"true": True, "false": False, "yes": True, "no": False}
+# The names code gives an alert's fields (tools.functions.alert_text), as a claim may write them.
+FIELD_NAMES = {"current": ("当前", "目前", "当前值", "现在"), "threshold": ("阈值", "门限", "阀值"),
+               "duration": ("持续", "持续时间", "时长")}
 
 
 def fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).replace("\u2019", "'")
+    """NFKC except for marks and superscripts (`12⁸` stays unreadable, not 128), one hyphen-minus
+    for every dash, one apostrophe."""
+    return "".join("-" if ch in DASHES else ch for ch in compatible_form(text)).replace("\u2019", "'")
 
 
 def negated(text: str) -> bool:
@@ -69,6 +102,16 @@ class Quantity:
     written: str
     start: int
     end: int
+    relation: str = "="  # a comparison written before the number: >, ≥, ≠ ...
+    readable: bool = True  # False when a mark or superscript sits on it (91̸%, 12⁸)
+
+    def same_measure(self, other: Quantity) -> bool:
+        """The same value in the same unit, after scaling (2.3 秒 is 2300ms; 15 hours is not 15m)."""
+        if self.unit is None or other.unit is None:
+            return self.unit is None and self.value == other.value
+        (kind, scale), (other_kind, other_scale) = UNITS[self.unit], UNITS[other.unit]
+        return kind == other_kind and abs(self.value * scale - other.value * other_scale) <= 1e-9 * max(
+            1.0, abs(self.value * scale))
 
 
 def _en_value(words: list[str]) -> float | None:
@@ -114,6 +157,10 @@ def _zh_value(text: str) -> float | None:
     return value
 
 
+def _unit(written: str | None) -> str | None:
+    return (written or "").strip() or None
+
+
 def quantities(text: str) -> list[Quantity]:
     """Every number the text states, in digits or in words, with its unit where it has one. A
     number word counts from ten up, or with a percent or a decimal point: "one of the pods" or
@@ -121,10 +168,11 @@ def quantities(text: str) -> list[Quantity]:
     text = fold(text)
     found = []
     for m in DIGITS.finditer(text):
-        digits = m.group("number").replace(",", "")
-        value = float(digits) * (-1 if (m.group("sign") or "+") in "-\u2212" else 1)
-        unit = (m.group("unit") or "").strip() or None
-        found.append(Quantity(value, unit, m.group(0), m.start(), m.end()))
+        value = float(m.group("number").replace(",", "")) * (-1 if m.group("sign") == "-" else 1)
+        relation = (m.group("relation") or "").strip()
+        found.append(Quantity(value, _unit(m.group("unit")), m.group(0).strip(), m.start(), m.end(),
+                              relation=relation if relation not in ("", "==") else "=",
+                              readable=m.group("mark") is None))
     for m in EN_NUMBER.finditer(text):
         words = [w for w in re.split(r"[\s-]+", m.group(0).casefold()) if w and w not in ("and", "percent", "per", "cent")]
         value = _en_value(words)
@@ -136,17 +184,25 @@ def quantities(text: str) -> list[Quantity]:
             continue
         value = _zh_value(number)
         if value is not None and (value >= 10 or m.group("percent") or "点" in number):
-            found.append(Quantity(value, "%" if m.group("percent") else None, m.group(0), m.start(), m.end()))
+            unit = "%" if m.group("percent") else _unit(m.group("unit"))
+            found.append(Quantity(value, unit, m.group(0), m.start(), m.end()))
     return sorted(found, key=lambda q: q.start)
 
 
 def _grounded(q: Quantity, evidence: list[Quantity]) -> bool:
-    return any(e.value == q.value and (q.unit is None or e.unit == q.unit) for e in evidence)
+    """A stated number is grounded by an evidence number of the same measure (the same value when
+    the claim gives no unit), and, where the claim writes a comparison, the same comparison."""
+    if not q.readable:
+        return False
+    return any(e.readable and (q.relation == "=" or e.relation == q.relation)
+               and (e.value == q.value if q.unit is None else q.same_measure(e)) for e in evidence)
 
 
 def ungrounded_numbers(text: str, evidence: list[str]) -> list[str]:
     """Numbers the statement gives that its evidence does not: by value, sign and, where the
-    statement writes one, unit (`128%` is not the `128` of `GC次数: 128`, `15M` is not `15m`)."""
+    statement writes one, unit (`128%` is not the `128` of `GC次数: 128`, `15M` is not `15m`, `15
+    hours` is not `15m`), and comparison (`≠91%` is not `=91%`). A number with a mark or a
+    superscript on it (`91̸%`, `12⁸`) cannot be read, so it is never grounded."""
     grounding = [q for e in evidence for q in quantities(e)]
     return list(dict.fromkeys(q.written for q in quantities(text) if not _grounded(q, grounding)))
 
@@ -160,43 +216,71 @@ def _name_parts(text: str) -> set[str]:
     return parts
 
 
-def _pairs(evidence: list[str]) -> list[tuple[str, str]]:
-    return [(m.group("key"), m.group("value")) for text in evidence for m in PAIR.finditer(fold(text))
-            if re.search(r"[^\W\d_]", m.group("key"))]
+def _pairs(evidence: list[str]) -> list[tuple[str, str, str]]:
+    """(key, operator, value) for every `key op value` in the evidence texts."""
+    found = []
+    for text in evidence:
+        text = fold(text)
+        for op in OPERATOR.finditer(text):
+            key = KEY.search(text, 0, op.start())
+            quoted = text[op.end():op.end() + 1] in ("\"", "'")
+            value = VALUE.match(text, op.end() + quoted)
+            if key and value and re.search(r"[^\W\d_]", key.group(1)):
+                found.append((key.group(1), op.group(1), value.group()))
+    return found
+
+
+def _names(key: str) -> list[set[str]]:
+    """The parts of each name a quantity goes by: its key, and the words a claim writes for the
+    fields code names (current is 当前)."""
+    return [parts for name in (key, *FIELD_NAMES.get(key.casefold(), ())) if (parts := _name_parts(name))]
+
+
+def _named(names: list[set[str]], words: set[str]) -> bool:
+    return any(len(parts & words) * 2 >= len(parts) for parts in names)
 
 
 def misbound_numbers(text: str, evidence: list[str]) -> list[str]:
     """Numbers the statement gives for a quantity that its evidence names with another value:
-    "GC次数为 91" against "GC次数: 128", "current 85%" against "current=91%; threshold=85%". A
-    number is said of the words before it in its clause; the quantity it names is an evidence key
-    that shares at least half its parts with those words."""
+    "GC次数为 91" against "GC次数: 128", "current 85%" or "当前 85%" against "current=91%;
+    threshold=85%". A number is said of the words right before it in its clause (after the word
+    that follows the number before it, which is that number's: "1000 ms threshold for 8 minutes"),
+    or else of the word right after it ("91% threshold"); the quantity is an evidence key that
+    shares at least half its parts with those words."""
     named = []
-    for key, value in _pairs(evidence):
-        parts = _name_parts(key)
+    for key, _, value in _pairs(evidence):
         values = {q.value for q in quantities(value)}
-        if parts and values:
-            named.append((key, value, parts, values))
+        if values and (names := _names(key)):
+            named.append((key, value, names, values))
     text = fold(text)
-    found, previous = [], 0
-    for q in quantities(text):
-        before = text[previous:q.start]
-        clause_start = max((m.end() for m in CLAUSE_END.finditer(before)), default=0)
-        words = _name_parts(before[clause_start:])
-        previous = q.end
-        keys = [(key, value, values) for key, value, parts, values in named if len(parts & words) * 2 >= len(parts)]
-        if keys and not any(q.value in values for _, _, values in keys):
-            found.append(f"{q.written} (the evidence gives {keys[0][0]} as {keys[0][1]})")
+    found = []
+    stated = quantities(text)
+    for n, q in enumerate(stated):
+        before = text[:q.start]
+        start = max((m.end() for m in CLAUSE_END.finditer(before)), default=0)
+        if n and stated[n - 1].end > start:
+            following = re.match(r"\s*(?:[^\W\d_]+|[\u4e00-\u9fff]{1,4})", text[stated[n - 1].end:q.start])
+            start = stated[n - 1].end + (following.end() if following else 0)
+        after = text[q.end:stated[n + 1].start if n + 1 < len(stated) else len(text)]
+        after = after[:CLAUSE_END.search(after).start()] if CLAUSE_END.search(after) else after
+        first_after = re.match(r"\s*(?:[\u4e00-\u9fff]{0,2}[^\W\d_\u4e00-\u9fff]+|[\u4e00-\u9fff]{1,4})", after)
+        for words in (_name_parts(text[start:q.start]), _name_parts(first_after.group() if first_after else "")):
+            keys = [(key, value, values) for key, value, names, values in named if _named(names, words)]
+            if keys:
+                if not any(q.value in values for _, _, values in keys):
+                    found.append(f"{q.written} (the evidence gives {keys[0][0]} as {keys[0][1]})")
+                break
     return found
 
 
 def _asserted(pattern: re.Pattern, text: str) -> tuple[bool, bool]:
-    """Whether the text uses a word of `pattern` plainly, and whether it uses one negated (a negation
-    earlier in the word's clause)."""
+    """Whether the text uses a word of `pattern` plainly, and whether it uses one denied (a negation,
+    or "no longer", "stopped", 不再, earlier in the word's clause)."""
     plain = denied = False
     for m in pattern.finditer(text):
         before = text[:m.start()]
         clause = before[max((c.end() for c in CLAUSE_END.finditer(before)), default=0):]
-        if NEGATION.search(clause):
+        if NEGATION.search(clause) or STATE_DENIAL.search(clause):
             denied = True
         else:
             plain = True
@@ -204,36 +288,54 @@ def _asserted(pattern: re.Pattern, text: str) -> tuple[bool, bool]:
 
 
 def only_denied(state: str, text: str) -> bool:
-    """True when `state` is an alert state and the text names it only under a negation ("未 firing",
-    "not pending"): a denial, not a statement that the state holds."""
+    """True when `state` is an alert state and the text names it only denied ("未 firing", "not
+    pending"): a denial, not a statement that the state holds."""
     if state.casefold() not in (*RAISED_STATES, *CLEARED_STATES):
         return False
     plain, denied = _asserted(re.compile(rf"\b{re.escape(state)}\b", re.IGNORECASE), fold(text))
     return denied and not plain
 
 
+def _mentions(key: str, text: str):
+    """Where the text names a boolean key: the key, its words (is_healthy, tls-enabled), or its last
+    word after a prefix (healthy of is_healthy); with a negating prefix (unhealthy) if it has one."""
+    words = [w for w in re.split(r"[_\-\s.]+", key) if w]
+    variants = {key, " ".join(words), *(words[-1:] if len(words) > 1 else [])}
+    alternatives = "|".join(re.escape(v) for v in sorted(variants, key=len, reverse=True))
+    return re.finditer(rf"(?<![\w-])(?P<prefix>un|non-?|not-)?(?:{alternatives})(?![\w-])", text, re.IGNORECASE)
+
+
 def state_conflicts(text: str, states: set[str], evidence: list[str]) -> list[str]:
     """States the statement asserts against what its evidence reports: `states`, the states of the
-    alerts it cites, and the `key=true|false` values of its evidence texts."""
+    alerts it cites, and the `key=true|false` values of its evidence texts. Against a firing alert,
+    any sentence that it is over is a conflict ("曾触发，现已恢复" too); against a resolved one, only
+    a statement that it fires and nothing that it cleared (an alert that fired and resolved did fire)."""
     text = fold(text)
     conflicts = []
-    reported = {"raised" for s in states if s in RAISED_STATES} | {"cleared" for s in states if s in CLEARED_STATES}
     raised, raised_denied = _asserted(RAISED_WORDS, text)
     cleared, cleared_denied = _asserted(CLEARED_WORDS, text)
-    said = ({"raised"} if raised or cleared_denied else set()) | ({"cleared"} if cleared or raised_denied else set())
-    if reported and said and not said & reported:
-        conflicts.append(f"the statement says the alert is {'not firing' if 'cleared' in said else 'firing'}, but "
-                         f"the alert it cites is {' and '.join(sorted(states))}")
-    for key, value in _pairs(evidence):
+    says_raised, says_cleared = raised or cleared_denied, cleared or raised_denied
+    if states & set(RAISED_STATES) and says_cleared:
+        conflicts.append(f"the statement says the alert is not firing, but the alert it cites is "
+                         f"{' and '.join(sorted(states))}")
+    elif states and states <= set(CLEARED_STATES) and says_raised and not says_cleared:
+        conflicts.append(f"the statement says the alert is firing, but the alert it cites is {' and '.join(sorted(states))}")
+    for key, operator, value in _pairs(evidence):
         truth = BOOLEAN.get(value.casefold())
         if truth is None:
             continue
-        for m in re.finditer(rf"(?<![\w-]){re.escape(key)}(?![\w-])", text, re.IGNORECASE):
+        truth = truth != (operator in ("!=", "≠"))
+        for m in _mentions(key, text):
             before = text[:m.start()]
             clause = before[max((c.end() for c in CLAUSE_END.finditer(before)), default=0):]
-            written = re.match(r"\s*[:=：]?\s*(true|false)\b", text[m.end():], re.IGNORECASE)
-            says = BOOLEAN[written.group(1).casefold()] if written else not NEGATION.search(clause)
+            written = re.match(r"(?:\s+[^\W\d_]+){0,3}?\s*(?:[:=：]|为|是|is|was)?\s*(true|false|yes|no)\b",
+                               text[m.end():], re.IGNORECASE)
+            if written:
+                says = BOOLEAN[written.group(1).casefold()]
+            else:
+                says = not (m.group("prefix") or NEGATION.search(clause))
             if says != truth:
-                conflicts.append(f"the statement says {key} is {str(says).lower()}, but its evidence says {key}={value}")
+                conflicts.append(f"the statement says {key} is {str(says).lower()}, but its evidence says "
+                                 f"{key}{operator}{value}")
                 break
     return conflicts

@@ -309,10 +309,14 @@ class Diagnosis(dspy.Module):
                 judgement = self._judge(run, claim)
                 if judgement is not None:
                     judgements[claim.claim_id] = judgement
-        # A failed lookup leaves the question unanswered where it asked: an alert whose lookup failed
-        # is not answered by a log line, so a failed call caps the verdict like a failed LM stage.
-        run.errors.extend(Finding(rule="tools.call_failed", message=f"#{inv.id} {call_text(inv)} failed: "
-                                  f"{inv.retrieval_details.message or 'no message'}") for inv in run.failed_calls())
+        # A failed lookup of current fact leaves the question unanswered where it asked: an alert whose
+        # lookup failed is not answered by a log line, so it caps the verdict like a failed LM stage.
+        # A failed runbook lookup (indirect evidence, never grounds for PASS) is only noted.
+        for inv in run.failed_calls():
+            declaration = self.toolbox.get(inv.tool_name)
+            finding = Finding(rule="tools.call_failed", message=f"#{inv.id} {call_text(inv)} failed: "
+                              f"{inv.retrieval_details.message or 'no message'}")
+            (run.errors if declaration is None or declaration.evidence == "direct" else run.record.notes).append(finding)
         stage_errors = [e for e in run.errors if e.rule.startswith(("lm.", "tools."))]
         return enforce(gate, claims, judgements, blockers, stage_errors, verifier_ran=verifier_ran)
 
@@ -391,7 +395,8 @@ class Diagnosis(dspy.Module):
             return ComposerOutput(status="fallback", user_facing_answer=fallback, reasons=[finding.message])
         ref_texts = [ref.text for inv in run.recorder.invocations for ref in inv.retrieval_details.evidence_refs]
         reasons = scan_answer(answer, verified=verified, blocked=not_verified, excluded_terms=run.scope.excluded_terms,
-                              ref_texts=ref_texts, names=run.catalog.names, cited=run.cited)
+                              ref_texts=ref_texts, names=run.catalog.names, cited=run.cited,
+                              topics=run.catalog.topic_groups())
         if reasons:
             return ComposerOutput(status="replaced", user_facing_answer=fallback, reasons=reasons)
         return ComposerOutput(status="valid", user_facing_answer=answer)
