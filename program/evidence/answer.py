@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from program.evidence.injection import addresses_the_model
+from program.evidence.injection import addresses_the_model, restated_instruction
 from program.evidence.language import say, verdict_text
 from program.evidence.matching import canonical
 from program.evidence.scope import mentions
@@ -96,8 +96,11 @@ def scan_answer(
     hits = mentions(text, excluded_terms)
     if hits:
         reasons.append(f"the answer mentions excluded topic(s): {', '.join(hits)}")
+    restated = (restated_instruction(sentence, ref_texts, names=names) for sentence in SENTENCE.findall(text))
     if addresses_the_model(text):
         reasons.append("the answer repeats an instruction found in tool output")
+    elif reason := next(filter(None, restated), None):
+        reasons.append(f"an answer sentence {reason}")
     has_positive = any(c.claim_type != "negative_observation" for c in verified)
     if not has_positive and not any(p in text.casefold() for p in NO_EVIDENCE_PHRASES):
         reasons.append("nothing positive was verified, but the answer does not say that no real evidence was found")
