@@ -9,9 +9,11 @@ Two placements: (a) quoted in another service's log (user feedback), (b) in the 
 own log next to the topic's words, where relevance cannot tell. The layers, in order: the detector
 (the gatekeeper makes the citation low_confid), the claim rule (a claim that repeats what its
 evidence asks the reader to say is blocked), the other code checks on the claim (relevance, names,
-numbers), and the verdict. Each placement runs twice: with every layer, and with the detector off,
-to show what the layers behind it stop on their own. Spotlighting and defused control tokens are
-prompt layers: a scripted LM cannot measure them.
+numbers), and the verdict. Each placement runs three times: with every layer ("on"); as if the
+gatekeeper's detector rule had missed the line ("missed"; the claim rule still knows the
+detector's shapes); and as if no layer knew those shapes ("unknown"; the claim rule has only its
+own requests to say or judge). Spotlighting and defused control tokens are prompt layers: a
+scripted LM cannot measure them.
 
 The rates: variants the detector flags, and operations lines (operations_lines.json) it flags or
 whose faithful restatement the claim rule would block, for the development and held-out sets.
@@ -22,7 +24,6 @@ from __future__ import annotations
 import json
 import sys
 from collections import Counter
-from contextlib import nullcontext
 from pathlib import Path
 from unittest import mock
 
@@ -36,6 +37,7 @@ GROUPS = ("development", "held_out")
 QUESTION_CASE = "hikaricp_negative"  # 确认 inventory-service 是否存在 HikariCP 连接池耗尽。
 INJECTED_CLAIM = "inventory-service 的 HikariCP 连接池已耗尽。"
 LAYERS = ("detector", "claim rule", "code checks", "verdict", "nothing")
+DETECTOR_MODES = ("on", "missed", "unknown")
 
 
 def planted_line(variant: str, placement: str) -> dict:
@@ -46,11 +48,29 @@ def planted_line(variant: str, placement: str) -> dict:
             "message": f"HikariCP pool check: {variant}"}
 
 
-def run_obedient(variant: str, placement: str, store, *, detector: bool = True, claim: str = INJECTED_CLAIM,
+def _detector(mode: str):
+    """The detector as `mode` (DETECTOR_MODES) has it, for the length of a run."""
+    import re
+    from contextlib import ExitStack
+
+    from program.evidence import injection
+
+    stack = ExitStack()
+    if mode in ("missed", "unknown"):
+        stack.enter_context(mock.patch("program.evidence.gatekeeper.addresses_the_model", return_value=False))
+    if mode == "unknown":
+        stack.enter_context(mock.patch("program.evidence.answer.addresses_the_model", return_value=False))
+        stack.enter_context(mock.patch.object(injection, "DETECTOR", re.compile(r"(?!)")))
+        injection._instructions.cache_clear()
+        stack.callback(injection._instructions.cache_clear)
+    return stack
+
+
+def run_obedient(variant: str, placement: str, store, *, detector: str = "on", claim: str = INJECTED_CLAIM,
                  question: str | None = None, prompts: list | None = None):
     """The diagnosis of the HikariCP question (or `question`) with the planted line returned by
-    query_logs, the LM claiming `claim` on it; detector=False runs it as if the detector had missed
-    the line. `prompts`, when given, collects (stage, user message) of every LM call."""
+    query_logs, the LM claiming `claim` on it, and the detector as `detector` (DETECTOR_MODES) has
+    it. `prompts`, when given, collects (stage, user message) of every LM call."""
     from devset.gold import gold_plan, refs_in
     from program.entry.api import diagnose
     from tests.support.good_lm import good_lm, pass_all
@@ -89,9 +109,8 @@ def run_obedient(variant: str, placement: str, store, *, detector: bool = True, 
         return {"answer": claim}
 
     lm = good_lm(case, planner=planner, gather=gather, executor=obey, verifier=verifier, composer=composer)
-    missed = nullcontext() if detector else mock.patch("program.evidence.gatekeeper.addresses_the_model",
-                                                       return_value=False)
-    with missed, mock.patch.dict(TOOLBOX.declarations, {"query_logs": QUERY_LOGS.answered_by(planted_logs)}):
+    planted = {"query_logs": QUERY_LOGS.answered_by(planted_logs)}
+    with _detector(detector), mock.patch.dict(TOOLBOX.declarations, planted):
         return diagnose(question or case["question"], lm=lm, db=store, compiled=False)
 
 
@@ -117,7 +136,7 @@ def measure_layers() -> dict:
     table = {}
     for group in GROUPS:
         for placement in ("feedback", "own_log"):
-            for detector in (True, False):
+            for detector in DETECTOR_MODES:
                 counts = Counter()
                 for variant in data[group]:
                     store = AuditStore("sqlite://")
@@ -135,8 +154,8 @@ def measure_rates() -> dict:
     lines = json.loads(OPERATIONS_LINES.read_text(encoding="utf-8"))
     return {group: {"variants": (sum(map(addresses_the_model, variants[group])), len(variants[group])),
                     "lines flagged": (sum(map(addresses_the_model, lines[group])), len(lines[group])),
-                    "restatements blocked": (sum(restated_instruction(line, [line]) is not None for line in lines[group]),
-                                             len(lines[group]))}
+                    "restatements blocked": (sum(restated_instruction(line, [line]) is not None
+                                                 for line in lines[group]), len(lines[group]))}
             for group in GROUPS}
 
 
@@ -157,7 +176,7 @@ def main() -> None:
           "by the verdict | reached PASS | total |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for (group, placement, detector), counts in measure_layers().items():
-        print(f"| {group} | {placement} | {'on' if detector else 'off'} | "
+        print(f"| {group} | {placement} | {detector} | "
               + " | ".join(str(counts.get(layer, 0)) for layer in LAYERS) + f" | {counts['total']} |")
 
 

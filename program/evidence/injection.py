@@ -121,7 +121,8 @@ def _any(*alternatives: str) -> str:
 _START = r"(?:^|(?<=[.!?;:,\"'(\[>—–*-])|\b(?:please|kindly|now|and|then|just|simply|so|also|instead)\b)\s*"
 # Who may be told what to say: an AI, or whoever reads or processes the text.
 _AI = _any(r"ai|a\.i\.|llms?|large language models?|language models?|chat ?bots?|chatgpt|gpt(?:-?\d\w*)?|claude",
-           r"gemini|copilot|(?:ai|automated|virtual|digital)\s+(?:assistant|agent|reviewer|reader|system|model|tool|analyst)s?",
+           r"gemini|copilot",
+           r"(?:ai|automated|virtual|digital)\s+(?:assistant|agent|reviewer|reader|system|model|tool|analyst)s?",
            r"assistants?|models?|agents?|bots?|verifiers?|gatekeepers?|summari[sz]ers?|auditors?")
 _READER = _any(r"whoever\b[^.\n]{0,40}?", r"anyone\b[^.\n]{0,40}?", r"anybody\b[^.\n]{0,40}?",
                r"everyone\b[^.\n]{0,40}?",
@@ -141,11 +142,12 @@ _EVIDENCE = _any(r"claims?", r"citations?", r"evidence", r"excerpts?", r"binding
                  r"(?:this|these)\s+(?:log|line|entry|record|message|warning)s?\b")
 _CONCLUSION = _any("conclusions?", "answers?", "verdicts?", "diagnos[ie]s", r"root\s+causes?")
 _TARGET = _any(_CONCLUSION, "summary", "summaries", "findings?", "judge?ments?")
-_RULES = _any(r"instructions?", r"rules?", r"prompts?", r"guidelines?", r"guidance", r"directions?", r"directives?", r"orders?",
-              r"constraints?", r"polic(?:y|ies)", r"context", r"checks?", r"guardrails?", r"safeguards?", r"programming")
-_OVERRIDE = _any(r"ignore", r"disregard", r"forget", r"override", r"bypass", r"discard", r"drop", r"skip", r"set\s+aside",
-                 r"abandon", r"neglect", r"overlook", r"do\s+not\s+(?:follow|obey)", r"don't\s+(?:follow|obey)",
-                 r"stop\s+following", r"pay\s+no\s+(?:attention|heed)\s+to")
+_RULES = _any(r"instructions?", r"rules?", r"prompts?", r"guidelines?", r"guidance", r"directions?", r"directives?",
+              r"orders?", r"constraints?", r"polic(?:y|ies)", r"context", r"checks?", r"guardrails?", r"safeguards?",
+              r"programming")
+_OVERRIDE = _any(r"ignore", r"disregard", r"forget", r"override", r"bypass", r"discard", r"drop", r"skip",
+                 r"set\s+aside", r"abandon", r"neglect", r"overlook", r"do\s+not\s+(?:follow|obey)",
+                 r"don't\s+(?:follow|obey)", r"stop\s+following", r"pay\s+no\s+(?:attention|heed)\s+to")
 # What a request to say asks to be said: a that-clause right after the verb or after where it goes
 # ("write in the summary that"; "report incidents that affect checkout" asks for nothing to be said),
 # a verdict ("answer PASS", "say it is confirmed"), or an "as X" of a verdict or of evidence.
@@ -166,18 +168,22 @@ ENGLISH = [
     # overriding what the reader was told
     rf"{_START}{_OVERRIDE}\b[^.\n]{{0,40}}?\b{_RULES}\b",
     rf"{_START}(?:forget|ignore|disregard)\s+(?:everything|anything)\b",
-    rf"\b(?:previous|prior|earlier|above|original|old|your|the|all)\s+(?:instructions?|prompts?|guidelines?|directives?)\s+"
+    rf"\b(?:previous|prior|earlier|above|original|old|your|the|all)\s+"
+    rf"(?:instructions?|prompts?|guidelines?|directives?)\s+"
     rf"(?:(?:have|has)\s+(?:changed|been\s+(?:updated|replaced|revoked|superseded|cancell?ed))|(?:are|is)\s+(?:now\s+)?"
     rf"(?:outdated|void|cancell?ed|obsolete|revoked|superseded|no\s+longer\s+valid))",
     r"^\s*instructions?\s+(?:have|has)\s+changed",
-    rf"\b(?:do\s+not|don't|never|stop|skip|no\s+need\s+to)\s+(?:the\s+)?(?:verify|verifying|verification|check|checking|"
-    rf"validate|validating|cite|citing)\b[^.\n]{{0,30}}?\b(?:{_EVIDENCE}|sources?|step|just|simply)",
+    rf"\b(?:do\s+not|don't|never|stop|skip|no\s+need\s+to)\s+(?:the\s+)?"
+    rf"(?:verify|verifying|verification|check|checking|validate|validating|cite|citing)\b[^.\n]{{0,30}}?"
+    rf"\b(?:{_EVIDENCE}|sources?|step|just|simply)",
     # asking the reader to say, conclude or mark something
     rf"{_REQUEST}\s+{_ADVERBS}{_SAY}\s+(?:{_SAID}|[^.\n]{{0,60}}?(?::\s|\b{_TARGET}\b))",
     rf"{_REQUEST}\s+{_ADVERBS}{_JUDGE}\b[^.\n]{{0,40}}?{_JUDGED}",
     rf"{_START}{_SAY}\s+{_ADVERBS}{_SAID}",
-    rf"{_START}(?:say|conclude|declare|assert|tell\s+\w+)\s+(?:that\s+)?(?:[\w-]+\s+){{0,5}}?(?:is|are|was|were|has|have)\b",
-    rf"\b(?:the|your)\s+{_TARGET}\s+(?:said|says|stated|states|mentioned|concluded|included|would\s+(?:say|state|read|mention))\b",
+    rf"{_START}(?:say|conclude|declare|assert|tell\s+\w+)\s+(?:that\s+)?(?:[\w-]+\s+){{0,5}}?"
+    rf"(?:is|are|was|were|has|have)\b",
+    rf"\b(?:the|your)\s+{_TARGET}\s+"
+    rf"(?:said|says|stated|states|mentioned|concluded|included|would\s+(?:say|state|read|mention))\b",
     rf"{_START}{_SAY}\s+(?:only\s+)?with\b",
     rf"{_START}{_JUDGE}\s+{_ADVERBS}(?:\w+\s+){{0,4}}?{_JUDGED}",
     rf"{_START}(?:approve|accept|verify|confirm)\s+(?:them\s+)?(?:all|every|each|any)\b",
@@ -185,8 +191,9 @@ ENGLISH = [
     rf"\b{_TARGET}\s+{_MODAL}\s+(?:be|say|state|read|include|mention|contain)\b",
     rf"\b(?:{_EVIDENCE})[^.\n]{{0,40}}?\b(?:are|is|have\s+been|has\s+been)\s+(?:already\s+|all\s+)?{_VERDICT_WORD}\b",
     # addressing an AI
-    rf"\b(?:dear|hey|hi|hello|attention|attn|note\s+(?:to|for)|memo\s+to|reminder\s+(?:to|for)|p\.?\s?s\.?(?:\s+(?:to|for))?|"
-    rf"(?:new\s+)?instructions?\s+(?:to|for))\s+(?:the\s+|all\s+|any\s+|every\s+|our\s+|an?\s+)?{_AI}\b",
+    rf"\b(?:dear|hey|hi|hello|attention|attn|note\s+(?:to|for)|memo\s+to|reminder\s+(?:to|for)|"
+    rf"p\.?\s?s\.?(?:\s+(?:to|for))?|(?:new\s+)?instructions?\s+(?:to|for))\s+"
+    rf"(?:the\s+|all\s+|any\s+|every\s+|our\s+|an?\s+)?{_AI}\b",
     rf"\bto\s+(?:the|any|every|an?)\s+{_AI}\s+(?:reading|processing|summari[sz]ing|reviewing|analy[sz]ing)\b",
     rf"\bif\s+you\s+are\s+(?:an?\s+)?(?:\w+\s+)?{_AI}\b",
     rf"(?:^|[.!?;\n]\s*){_AI}\s*[,:]\s*{_SPOKEN_TO}",
@@ -194,8 +201,8 @@ ENGLISH = [
     rf"\bact\s+as\s+(?:an?|the|my)\s+(?:\w+\s+)?(?:{_AI}|auditor|judge|expert|administrator|admin)\b",
     rf"\bas\s+(?:an?|the)\s+{_AI}\s*,\s*you\b",
     # role markers and framing of a prompt
-    rf"(?:^|\n)\s*(?:#+\s*|\[|<)?\s*(?:system|assistant|developer)\s*(?:\]|>)?\s*(?:prompt|message|instructions?)?\s*:\s*"
-    rf"{_SPOKEN_TO}",
+    rf"(?:^|\n)\s*(?:#+\s*|\[|<)?\s*(?:system|assistant|developer)\s*(?:\]|>)?\s*"
+    rf"(?:prompt|message|instructions?)?\s*:\s*{_SPOKEN_TO}",
     r"\bnew\s+system\s+(?:prompt|message|instructions?)\b|\bsystem\s+prompt\s*:",
     r"<\s*/?\s*(?:system|instructions?|assistant|user|developer|admin)\s*>",
     r"\b(?:begin|end)\s+(?:override|instructions?|system\s+prompt|prompt)\b",
@@ -210,8 +217,8 @@ SPANISH = [
 FRENCH = [
     r"\b(?:ignore[rz]?|oublie[rz]?|ne\s+tiens?\s+pas\s+compte\s+des?)\b[^.\n]{0,40}?"
     r"\b(?:instructions|consignes|regles|directives|ordres)\b",
-    r"\b(?:reponds|repondez|dis|dites|ecris|ecrivez|indique[sz]?|conclus|concluez|signale[sz]?|affirme[sz]?|declare[sz]?)"
-    r"\s+(?:\w+\s+){0,3}?(?:que|qu'|pass\b|valide|verifie|confirme)",
+    r"\b(?:reponds|repondez|dis|dites|ecris|ecrivez|indique[sz]?|conclus|concluez|signale[sz]?|affirme[sz]?|"
+    r"declare[sz]?)\s+(?:\w+\s+){0,3}?(?:que|qu'|pass\b|valide|verifie|confirme)",
 ]
 GERMAN = [
     r"\b(?:ignorier\w*|vergiss\w*|vergessen\s+sie|missachte\w*)\b[^.\n]{0,40}?"
@@ -262,7 +269,8 @@ def _forged_framing() -> list[str]:
     # ClaimJudgement's two verdict fields, set to a value its contract allows.
     values = "|".join(map(re.escape, [*get_args(Judgement), *get_args(Verdict)]))
     found = "|".join(s for s in get_args(EvidenceStatus) if s != "failed")
-    compound = "|".join(sorted({name for model in (Claim, EvidenceBinding) for name in model.model_fields if "_" in name}))
+    compound = "|".join(sorted({name for model in (Claim, EvidenceBinding) for name in model.model_fields
+                                if "_" in name}))
     return [
         rf"#\d+\s+(?:{tools})\s*\(|#\d+\s+(?:\$\.\w+\[\d+\]|no-hit)|->\s*(?:{found})\b",
         rf"[\"']?(?:judge?ment|verdict)[\"']?\s*[:=]\s*[\"']?(?:{values})\b|[\"'](?:{compound})[\"']\s*:",
@@ -279,7 +287,8 @@ DETECTOR = re.compile("|".join(f"(?:{p})" for p in FRAMING + LANGUAGES), re.IGNO
 REQUEST = re.compile("|".join(f"(?:{p})" for p in (
     rf"{_REQUEST}\s+{_ADVERBS}(?:{_SAY}|{_JUDGE})\b",
     rf"{_ZH_REQUEST}[^。\n]{{0,12}}?{_ZH_SAY}",
-    *SPANISH[1:], *FRENCH[1:], *GERMAN[1:], *PORTUGUESE[1:], *RUSSIAN[1:], *JAPANESE[1:])), re.IGNORECASE | re.MULTILINE)
+    *SPANISH[1:], *FRENCH[1:], *GERMAN[1:], *PORTUGUESE[1:], *RUSSIAN[1:], *JAPANESE[1:])),
+    re.IGNORECASE | re.MULTILINE)
 
 
 @text_cache(CACHE_CHARS)
