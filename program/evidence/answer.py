@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import re
 
-from program.evidence.injection import addresses_the_model
+from program.evidence.injection import addresses_the_model, restated_instruction
 from program.evidence.language import say, verdict_text
-from program.evidence.matching import bidi_controls, canonical
+from program.evidence.characters import bidi_controls
+from program.evidence.matching import canonical
 from program.evidence.scope import mentions
 from program.evidence.relevance import unnamed_topics
 from program.evidence.statements import misbound_numbers, negated, state_conflicts, ungrounded_numbers
@@ -120,8 +121,11 @@ def scan_answer(
     hits = mentions(text, excluded_terms)
     if hits:
         reasons.append(f"the answer mentions excluded topic(s): {', '.join(hits)}")
+    restated = (restated_instruction(sentence, ref_texts, names=names) for sentence in SENTENCE.findall(text))
     if addresses_the_model(text):
         reasons.append("the answer repeats an instruction found in tool output")
+    elif reason := next(filter(None, restated), None):
+        reasons.append(f"an answer sentence {reason}")
     if controls := bidi_controls(text):
         reasons.append(f"the answer holds bidirectional control characters ({', '.join(controls)})")
     has_positive = any(c.claim_type != "negative_observation" for c in verified)

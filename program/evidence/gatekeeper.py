@@ -23,7 +23,8 @@ from pathlib import Path
 from pydantic import TypeAdapter, ValidationError
 
 from program.evidence.injection import addresses_the_model, instruction_in
-from program.evidence.matching import Match, bidi_controls, match_excerpt, occurs_in_order
+from program.evidence.characters import bidi_controls
+from program.evidence.matching import Match, match_excerpt, occurs_in_order
 from signatures.contracts import (
     SEVERITY_RANK,
     CheckedBinding,

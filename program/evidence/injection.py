@@ -1,66 +1,359 @@
 """Does a piece of tool output address the model? (A prompt-injection detector, one layer of several.)
 
 Tool output quotes users and attackers (feedback text in a log line, a poisoned runbook). It is
-data: every prompt delimits it as such (spotlighting, tools.recorder.spotlight), a claim that cites
-flagged text cannot reach PASS (the gatekeeper makes it low_confid), and an answer that repeats an
-instruction is replaced. This detector looks for the shape of an instruction aimed at an AI rather
-than for known phrases: an override of earlier instructions, a demand for a verdict, a role or
-system marker, or an imperative addressed to the model, in English and Chinese.
+data: every prompt delimits it as such and shows no control token raw (tools.recorder.spotlight and
+defused), a claim that cites flagged text cannot reach PASS (the gatekeeper makes it low_confid), a
+claim or answer sentence that restates an instruction of its evidence is blocked
+(`restated_instruction`), and an answer that carries an instruction is replaced.
+
+The detector reads a normalised form of the text (`normalised`: compatibility forms, no invisible
+characters, look-alike letters as the Latin ones they imitate, base64 decoded) and looks for what
+an instruction to a model does, not for what an operations line says: it overrides the reader's
+instructions, asks the reader to say, conclude or mark something, addresses an AI, or imitates this
+program's own prompt structure (control tokens, the spotlight tag, observation headers, its verdict
+JSON). An order to do something in the world ("You must restart the pod") is operations text.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import html
 import re
+import unicodedata
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import get_args
 
 from program.evidence.text_cache import text_cache
+from signatures.contracts import Claim, EvidenceBinding, EvidenceStatus, Judgement, Verdict
+from tools.functions import TOOLBOX
+from tools.recorder import CONTROL_TOKEN, DEFUSED_TOKEN, SPOTLIGHT_TAG
+from tools.search import Query, read_line, read_query
 
-_ADDRESSEE = (r"(?:you|your|assistant|ai|a\.i\.|llm|language model|model|chatbot|bot|agent|gpt|verifier|gatekeeper|"
-              r"summari[sz]er|automated\s+\w+)")
-_EARLIER = r"(?:previous|prior|above|earlier|preceding|former|all|any|every|the|these|those|your|existing|original)"
-_RULES = r"(?:instructions?|rules?|prompts?|guidelines?|directions?|requirements?|constraints?|steps?|checks?|policy)"
-_VERDICT = r"(?:pass|passed|supported|verified|confirmed|approved?|通过|已核实|已确认)"
+CACHE_CHARS = 2_000_000
+
+# --- normalisation -------------------------------------------------------------------------------
+
+# Accents (combining diacritical marks); removed only from Latin letters, so that Cyrillic й and
+# kana voicing marks stay what they are.
+_DIACRITICS = re.compile("[\u0300-\u036f]")
+_LETTERS = re.compile(r"[^\W\d_]+")
+BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{24,}={0,2}")
+
+
+@lru_cache(maxsize=1)
+def _confusables() -> dict:
+    from confusable_homoglyphs import confusables
+
+    return confusables.confusables_data
+
+
+@lru_cache(maxsize=4096)
+def latin_lookalike(ch: str) -> str | None:
+    """The ASCII letter a non-Latin letter is confusable with (Unicode TR39 data), or None."""
+    if ch.isascii() or unicodedata.east_asian_width(ch) in "WF":
+        return None
+    for glyph in _confusables().get(ch, ()):
+        found = glyph["c"]
+        if len(found) == 1 and found.isascii() and found.isalpha():
+            # TR39's prototype of I-like letters is "l"; a capital imitates the capital I.
+            return "I" if found == "l" and ch.isupper() else found
+    return None
+
+
+def _latinised(text: str) -> str:
+    """Look-alike letters as Latin ones, in the words that imitate Latin words: a word with Latin
+    letters in it, or a word made only of look-alikes in a text written mostly in Latin letters.
+    Russian or Greek words of a Russian or Greek text are left as they are."""
+    letters = [ch for ch in text if ch.isalpha()]
+    ascii_letters = sum(ch.isascii() for ch in letters)
+    mostly_latin = ascii_letters > len(letters) - ascii_letters
+
+    def word(match: re.Match) -> str:
+        written = match.group()
+        mapped = [latin_lookalike(ch) for ch in written]
+        if not any(mapped):
+            return written
+        mixed = any(ch.isascii() for ch in written)
+        if mixed or (mostly_latin and all(m or ch.isascii() for ch, m in zip(written, mapped))):
+            return "".join(m or ch for ch, m in zip(written, mapped))
+        return written
+
+    return _LETTERS.sub(word, text)
+
+
+def _decoded_runs(text: str) -> list[str]:
+    """Base64 runs of the text that decode to readable text (an instruction hidden from a reader)."""
+    found = []
+    for run in BASE64_RUN.findall(text):
+        try:
+            raw = base64.b64decode(run.replace("-", "+").replace("_", "/") + "=" * (-len(run) % 4), validate=True)
+            decoded = raw.decode("utf-8")
+        except (binascii.Error, ValueError):
+            continue
+        if " " in decoded and all(ch.isprintable() or ch.isspace() for ch in decoded):
+            found.append(decoded)
+    return found
+
+
+def normalised(text: str) -> str:
+    """The form the detector reads: HTML entities resolved, compatibility forms (full-width, maths
+    letters, ligatures) as plain ones, format characters (zero-width, bidi, soft hyphen) and accents
+    removed, look-alike letters as Latin ones, and readable base64 appended as text."""
+    kept: list[str] = []
+    for ch in unicodedata.normalize("NFKD", html.unescape(text)):
+        if unicodedata.category(ch) == "Cf" or (_DIACRITICS.match(ch) and kept and kept[-1].isascii()):
+            continue
+        kept.append(ch)
+    text = _latinised(unicodedata.normalize("NFC", "".join(kept)))
+    return "\n".join([text, *(normalised(run) for run in _decoded_runs(text))])
+
+
+# --- what an instruction to a model does -----------------------------------------------------------
+
+
+def _any(*alternatives: str) -> str:
+    return "(?:" + "|".join(alternatives) + ")"
+
+
+# Where an English imperative begins: a clause start, or a softener before the verb.
+_START = r"(?:^|(?<=[.!?;:,\"'(\[>—–*-])|\b(?:please|kindly|now|and|then|just|simply|so|also|instead)\b)\s*"
+# Who may be told what to say: an AI, or whoever reads or processes the text.
+_AI = _any(r"ai|a\.i\.|llms?|large language models?|language models?|chat ?bots?|chatgpt|gpt(?:-?\d\w*)?|claude",
+           r"gemini|copilot",
+           r"(?:ai|automated|virtual|digital)\s+(?:assistant|agent|reviewer|reader|system|model|tool|analyst)s?",
+           r"assistants?|models?|agents?|bots?|verifiers?|gatekeepers?|summari[sz]ers?|auditors?")
+_READER = _any(r"whoever\b[^.\n]{0,40}?", r"anyone\b[^.\n]{0,40}?", r"anybody\b[^.\n]{0,40}?",
+               r"everyone\b[^.\n]{0,40}?",
+               r"the\s+(?:next\s+)?(?:reader|person|program|tool|reviewer|analyst|summari[sz]er|one)s?\b[^.\n]{0,40}?")
+_MODAL = _any(r"must", r"should", r"shall", r"needs?\s+to", r"ha(?:ve|s)\s+to", r"(?:are|is)\s+to",
+              r"(?:are|is)\s+(?:required|expected|asked|supposed|allowed|authori[sz]ed|permitted)\s+to")
+_POLITE = _any(r"please", r"kindly", r"make\s+sure\s+(?:to|that\s+you|you)", r"be\s+sure\s+to", r"remember\s+to",
+               r"don't\s+forget\s+to", r"i\s+(?:need|want)\s+you\s+to", r"we\s+need\s+you\s+to", r"you\s+are\s+hereby")
+# Acts of saying and of judging: what an instruction needs the reader to do to become a claim or a verdict.
+_SAY = _any("say", "state", "write", "report", "answer", "respond", "reply", "output", "return", "print", "conclude",
+            "declare", "assert", "claim", "mention", "indicate", "tell", "include", "note down", "summari[sz]e")
+_JUDGE = _any("confirm", "approve", "accept", "mark", "label", "flag", "treat", "regard", "consider", "rate", "judge",
+              "classify", "verify", "validate", "certify", "deem", "believe", "assume", "trust", "pass")
+_VERDICT_WORD = _any("pass", "passed", "supported", "verified", "confirmed", "approved", "grounded", "low_confid",
+                     "pre-?approved", "pre-?verified")
+_EVIDENCE = _any(r"claims?", r"citations?", r"evidence", r"excerpts?", r"bindings?", r"diagnos[ie]s",
+                 r"(?:this|these)\s+(?:log|line|entry|record|message|warning)s?\b")
+_CONCLUSION = _any("conclusions?", "answers?", "verdicts?", "diagnos[ie]s", r"root\s+causes?")
+_TARGET = _any(_CONCLUSION, "summary", "summaries", "findings?", "judge?ments?")
+_RULES = _any(r"instructions?", r"rules?", r"prompts?", r"guidelines?", r"guidance", r"directions?", r"directives?",
+              r"orders?", r"constraints?", r"polic(?:y|ies)", r"context", r"checks?", r"guardrails?", r"safeguards?",
+              r"programming")
+_OVERRIDE = _any(r"ignore", r"disregard", r"forget", r"override", r"bypass", r"discard", r"drop", r"skip",
+                 r"set\s+aside", r"abandon", r"neglect", r"overlook", r"do\s+not\s+(?:follow|obey)",
+                 r"don't\s+(?:follow|obey)", r"stop\s+following", r"pay\s+no\s+(?:attention|heed)\s+to")
+# What a request to say asks to be said: a that-clause right after the verb or after where it goes
+# ("write in the summary that"; "report incidents that affect checkout" asks for nothing to be said),
+# a verdict ("answer PASS", "say it is confirmed"), or an "as X" of a verdict or of evidence.
+_SAID = _any(rf"(?:(?:in|into|to|on|for|within)\s+(?:the\s+|your\s+|an?\s+)?(?:\w+\s+)?{_TARGET}\s+)?that\b",
+             r"(?:only\s+)?(?:with\s+)?(?:(?:the\s+)?(?:verdict|result|status|judge?ment)\s*(?:as|is|=|:)?\s*)?"
+             rf"(?:(?:it|this|that)\s+(?:is|was)\s+)?[\"']?{_VERDICT_WORD}\b",
+             rf"(?:\w+\s+){{0,4}}?as\s+(?:\w+\s+){{0,2}}?(?:{_VERDICT_WORD}|{_EVIDENCE}|true|fact)\b")
+# What follows a role marker or a name of an AI when it is spoken to.
+_SPOKEN_TO = _any(r"you\b", r"your\b", r"please\b", rf"{_OVERRIDE}\b", r"do\s+not\b", r"don't\b", r"never\b",
+                  r"always\b", r"act\s+as\b", r"from\s+now\s+on\b")
+_JUDGED = _any(rf"\b{_VERDICT_WORD}\b", rf"\b{_EVIDENCE}")
+# A request by its framing: spoken to "you", to a reader, to an AI, or softened by "please".
+_REQUEST = _any(rf"\byou\s+{_MODAL}", rf"\b{_READER}\s+{_MODAL}", rf"\b(?:the\s+)?{_AI}\s+{_MODAL}", rf"\b{_POLITE}",
+                rf"\bnote\s+to\s+{_READER}[^.\n]{{0,40}}?:")
+_ADVERBS = r"(?:(?:now|just|simply|also|only|instead|directly|then)\s+)*"
 
 ENGLISH = [
-    # overriding what the model was told
-    rf"\b(?:ignore|disregard|forget|override|bypass|drop|discard)\b[^.\n]{{0,30}}?\b{_EARLIER}\b[^.\n]{{0,20}}?\b{_RULES}\b",
-    r"\b(?:forget|ignore|disregard)\s+(?:everything|anything|all)\b",
-    rf"\b{_RULES}\s+(?:have|has)\s+(?:changed|been\s+updated)|\bnew\s+(?:system\s+)?(?:instructions?|rules?|message)\b",
-    rf"\b(?:previous|prior|above)\s+{_RULES}\s+(?:are|is)\s+(?:outdated|void|cancelled|obsolete)",
-    # demanding a verdict or a conclusion
-    rf"\b(?:answer|say|output|return|respond|reply|report|mark|judge|rate|treat|state)\b[^.\n]{{0,40}}?\b{_VERDICT}\b",
-    r"\bverdict\s*[:=]?\s*pass\b|\b(?:respond|answer|reply)\s+(?:only\s+)?with\b",
-    r"\b(?:approve|accept)\s+(?:all|every|each)\b",
-    r"\b(?:do\s+not|don't|stop|skip)\s+(?:verify|verifying|check|checking|the\s+verification)\b",
-    # role play and role markers
-    r"\b(?:you\s+are\s+now|act\s+as|pretend|role[- ]?play|from\s+now\s+on)\b",
-    r"(?:^|[\s\]>])(?:system|assistant|developer)\s*(?:prompt|message)?\s*:",
-    r"<\s*/?\s*(?:tool_output|system|instructions?)\s*>|\bbegin\s+override\b|\boverride\s*:",
-    # an imperative addressed to the model
-    rf"\b(?:dear|hey|hi|attention|note\s+to|to\s+the)\s+(?:the\s+)?{_ADDRESSEE}\b",
-    rf"\bif\s+you\s+are\s+(?:an?\s+)?{_ADDRESSEE}\b",
-    rf"^\s*{_ADDRESSEE}\s*[,:]",
-    r"\byou\s+(?:must|should|shall|are\s+allowed\s+to|need\s+to)\b",
+    # overriding what the reader was told
+    rf"{_START}{_OVERRIDE}\b[^.\n]{{0,40}}?\b{_RULES}\b",
+    rf"{_START}(?:forget|ignore|disregard)\s+(?:everything|anything)\b",
+    rf"\b(?:previous|prior|earlier|above|original|old|your|the|all)\s+"
+    rf"(?:instructions?|prompts?|guidelines?|directives?)\s+"
+    rf"(?:(?:have|has)\s+(?:changed|been\s+(?:updated|replaced|revoked|superseded|cancell?ed))|(?:are|is)\s+(?:now\s+)?"
+    rf"(?:outdated|void|cancell?ed|obsolete|revoked|superseded|no\s+longer\s+valid))",
+    r"^\s*instructions?\s+(?:have|has)\s+changed",
+    rf"\b(?:do\s+not|don't|never|stop|skip|no\s+need\s+to)\s+(?:the\s+)?"
+    rf"(?:verify|verifying|verification|check|checking|validate|validating|cite|citing)\b[^.\n]{{0,30}}?"
+    rf"\b(?:{_EVIDENCE}|sources?|step|just|simply)",
+    # asking the reader to say, conclude or mark something
+    rf"{_REQUEST}\s+{_ADVERBS}{_SAY}\s+(?:{_SAID}|[^.\n]{{0,60}}?(?::\s|\b{_TARGET}\b))",
+    rf"{_REQUEST}\s+{_ADVERBS}{_JUDGE}\b[^.\n]{{0,40}}?{_JUDGED}",
+    rf"{_START}{_SAY}\s+{_ADVERBS}{_SAID}",
+    rf"{_START}(?:say|conclude|declare|assert|tell\s+\w+)\s+(?:that\s+)?(?:[\w-]+\s+){{0,5}}?"
+    rf"(?:is|are|was|were|has|have)\b",
+    rf"\b(?:the|your)\s+{_TARGET}\s+"
+    rf"(?:said|says|stated|states|mentioned|concluded|included|would\s+(?:say|state|read|mention))\b",
+    rf"{_START}{_SAY}\s+(?:only\s+)?with\b",
+    rf"{_START}{_JUDGE}\s+{_ADVERBS}(?:\w+\s+){{0,4}}?{_JUDGED}",
+    rf"{_START}(?:approve|accept|verify|confirm)\s+(?:them\s+)?(?:all|every|each|any)\b",
+    rf"\b(?:correct|real|true|final|only|actual|right)\s+{_CONCLUSION}\s+(?:is|are|was|must|should|has|will|=|:)",
+    rf"\b{_TARGET}\s+{_MODAL}\s+(?:be|say|state|read|include|mention|contain)\b",
+    rf"\b(?:{_EVIDENCE})[^.\n]{{0,40}}?\b(?:are|is|have\s+been|has\s+been)\s+(?:already\s+|all\s+)?{_VERDICT_WORD}\b",
+    # addressing an AI
+    rf"\b(?:dear|hey|hi|hello|attention|attn|note\s+(?:to|for)|memo\s+to|reminder\s+(?:to|for)|"
+    rf"p\.?\s?s\.?(?:\s+(?:to|for))?|(?:new\s+)?instructions?\s+(?:to|for))\s+"
+    rf"(?:the\s+|all\s+|any\s+|every\s+|our\s+|an?\s+)?{_AI}\b",
+    rf"\bto\s+(?:the|any|every|an?)\s+{_AI}\s+(?:reading|processing|summari[sz]ing|reviewing|analy[sz]ing)\b",
+    rf"\bif\s+you\s+are\s+(?:an?\s+)?(?:\w+\s+)?{_AI}\b",
+    rf"(?:^|[.!?;\n]\s*){_AI}\s*[,:]\s*{_SPOKEN_TO}",
+    rf"\byou\s+are\s+now\s+(?:an?|the|my|in|acting)\b|\bpretend\b|\brole[- ]?play\b|\bfrom\s+now\s+on,?\s+you\b",
+    rf"\bact\s+as\s+(?:an?|the|my)\s+(?:\w+\s+)?(?:{_AI}|auditor|judge|expert|administrator|admin)\b",
+    rf"\bas\s+(?:an?|the)\s+{_AI}\s*,\s*you\b",
+    # role markers and framing of a prompt
+    rf"(?:^|\n)\s*(?:#+\s*|\[|<)?\s*(?:system|assistant|developer)\s*(?:\]|>)?\s*"
+    rf"(?:prompt|message|instructions?)?\s*:\s*{_SPOKEN_TO}",
+    r"\bnew\s+system\s+(?:prompt|message|instructions?)\b|\bsystem\s+prompt\s*:",
+    r"<\s*/?\s*(?:system|instructions?|assistant|user|developer|admin)\s*>",
+    r"\b(?:begin|end)\s+(?:override|instructions?|system\s+prompt|prompt)\b",
 ]
+SPANISH = [
+    r"\b(?:ignora|ignore|ignoren|olvida|olvide|olviden|omite|omita|descarta|descarte)\b[^.\n]{0,40}?"
+    r"\b(?:instrucciones|reglas|indicaciones|normas|directrices|ordenes)\b",
+    r"\b(?:responde|responda|di|diga|escribe|escriba|indica|indique|informa|informe|concluye|concluya|reporta|reporte|"
+    r"afirma|afirme|declara|declare|contesta|conteste)\s+(?:\w+\s+){0,3}?(?:que|pass|aprobado|verificado|confirmado)\b",
+    r"\b(?:marca|marque|trata|trate|considera|considere)\b[^.\n]{0,40}?\bcomo\s+(?:verificad|aprobad|confirmad|valid)",
+]
+FRENCH = [
+    r"\b(?:ignore[rz]?|oublie[rz]?|ne\s+tiens?\s+pas\s+compte\s+des?)\b[^.\n]{0,40}?"
+    r"\b(?:instructions|consignes|regles|directives|ordres)\b",
+    r"\b(?:reponds|repondez|dis|dites|ecris|ecrivez|indique[sz]?|conclus|concluez|signale[sz]?|affirme[sz]?|"
+    r"declare[sz]?)\s+(?:\w+\s+){0,3}?(?:que|qu'|pass\b|valide|verifie|confirme)",
+]
+GERMAN = [
+    r"\b(?:ignorier\w*|vergiss\w*|vergessen\s+sie|missachte\w*)\b[^.\n]{0,40}?"
+    r"\b(?:anweisungen|regeln|vorgaben|instruktionen|richtlinien|befehle)\b",
+    r"\b(?:antworte\w*|sage|sag|sagen\s+sie|schreibe?|schreiben\s+sie|melde|berichte|bestatige|behaupte|erklare)\b"
+    r"[^.\n]{0,40}?\b(?:dass|pass|bestanden|bestatigt|verifiziert)\b",
+]
+PORTUGUESE = [
+    r"\b(?:ignore|ignora|esqueca|desconsidere|descarte)\b[^.\n]{0,40}?\b(?:instrucoes|regras|orientacoes|diretrizes)\b",
+    r"\b(?:responda|diga|escreva|informe|conclua|afirme|declare)\s+(?:\w+\s+){0,3}?(?:que|pass|aprovado|verificado)\b",
+]
+RUSSIAN = [
+    r"(?:игнорируй\w*|проигнорируй\w*|забудь\w*|не\s+обращай\w*\s+внимания\s+на|отбрось\w*|отмени\w*)[^.\n]{0,40}?"
+    r"(?:инструкци\w*|указани\w*|правил\w*|подсказ\w*|промпт\w*|команд\w*)",
+    r"(?:ответь\w*|напиши\w*|скажи\w*|сообщи\w*|укажи\w*|подтверди\w*|отметь\w*|сделай\w*\s+вывод)[^.\n]{0,10}?"
+    r"(?:\bчто\b|pass\b|:)",
+]
+JAPANESE = [
+    r"(?:指示|命令|ルール|規則|プロンプト|指令|制約)[^。\n]{0,10}?(?:無視|忘れ|破棄)",
+    r"(?:と|って)(?:回答|返答|答え|報告|記載|記入|書い|書き|結論|判定|出力|言っ|伝え)[^。\n]{0,6}?(?:ください|下さい|しろ|せよ|なさい)",
+    r"(?:結論|回答|答え|判定)(?:に|で|は|を)[^。\n]{0,20}?(?:と(?:書|記|し)|pass|合格|承認)",
+]
+_ZH_REQUEST = r"(?:请|請|麻烦|麻煩|劳驾|勞駕|烦请|煩請|务必|務必|一定要|必须|必須|记得|記得|帮忙|幫忙|拜托|拜託|直接)"
+_ZH_SAY = (r"(?:写上|寫上|写明|寫明|写成|寫成|注明|註明|标注|標註|说明|說明|说|說|回答|答复|答覆|回复|回覆|输出|輸出|报告|報告|"
+           r"汇报|匯報|判定|认定|認定|标记|標記|确认|確認|给出|給出|填写|填寫|表述|得出)")
+_ZH_TARGET = r"(?:结论|結論|答复|答覆|回答|答案|判定|诊断|診斷|总结|總結|摘要|根因|回复|回覆|输出|輸出)"
 CHINESE = [
-    r"(?:忽略|无视|忽視|忘掉|忘记|忘記|不要理会|不要理會|别管|不用管|跳过|跳過|绕过|推翻)[^。\n]{0,12}?"
-    r"(?:规则|規則|指令|指示|要求|说明|說明|提示|核验|核驗|验证|驗證|引用|限制)",
-    r"(?:直接|必须|必須|务必|一律|只能)[^。\n]{0,6}?(?:判定|输出|輸出|回答|回覆|确认|確認|返回|给出|給出|标记|標記|认定|認定)",
-    r"(?:判定|输出|回答|回覆|返回|结论)[^。\n]{0,6}?(?:为|為|是|必须是)?\s*(?:通过|通過|pass|PASS|正常|已核实)",
-    r"你现在是|你現在是|作为(?:一个)?(?:ai|AI|人工智能|大模型|模型|助手)|扮演|(?:大)?模型[，,：:]?\s*请|请把这条|請把這條",
-    r"系统提示|系統提示|系统消息|最高优先级指令|新的指令|新指令|指令[：:]",
-    r"(?:你好|您好|注意)[，,]?\s*(?:大)?(?:模型|助手|AI|ai)",
-    r"当成已核实|当作已核实|视为已核实|當成已核實",
+    r"(?:忽略|无视|無視|忽視|忘掉|忘记|忘記|不要理会|不要理會|别管|別管|不用管|推翻)[^。\n]{0,12}?"
+    r"(?:规则|規則|指令|指示|要求|说明|說明|提示|设定|設定|限制)",
+    r"(?:跳过|跳過|绕过|繞過|不用|不要|无需|無需|不需要)[^。\n]{0,6}?(?:核验|核驗|验证|驗證|引用|查证|查證|证据|證據)",
+    rf"{_ZH_REQUEST}[^。\n]{{0,24}}?{_ZH_TARGET}[^。\n]{{0,8}}?{_ZH_SAY}",
+    rf"{_ZH_REQUEST}[^。\n]{{0,12}}?{_ZH_SAY}[^。\n]{{0,12}}?(?:通过|通過|pass|已核实|已核實|已确认|已確認|已验证|已驗證)",
+    r"(?:判定|输出|輸出|回答|回复|回覆|返回|结论|結論|答复|标记|標記|认定|認定|视为|視為|当作|當作|当成|當成)[^。\n]{0,6}?"
+    r"(?:为|為|是|成)?\s*(?:通过|通過|pass|已核实|已核實|已确认|已確認|已验证|已驗證|supported)",
+    r"你现在是|你現在是|作为(?:一个)?(?:ai|人工智能|大模型|模型|助手)|作為(?:一個)?(?:ai|人工智能|大模型|模型|助手)|扮演|"
+    r"(?:大)?模型[，,：:]?\s*请|请把这条|請把這條",
+    r"系统提示词|系統提示詞|最高优先级指令|最高優先級指令",
+    r"(?:你好|您好|注意)[，,]?\s*(?:大)?(?:模型|助手|ai)",
 ]
-CACHE_CHARS = 2_000_000
-DETECTOR = re.compile("|".join(f"(?:{p})" for p in ENGLISH + CHINESE), re.IGNORECASE | re.MULTILINE)
+LANGUAGES = ENGLISH + SPANISH + FRENCH + GERMAN + PORTUGUESE + RUSSIAN + JAPANESE + CHINESE
+
+
+def _forged_framing() -> list[str]:
+    """This program's own prompt structure, as tool output that forges it would write it: an
+    observation head or citation label (tools.recorder), a verdict in the judge's JSON, a claim's
+    fields, and the headers agent frameworks put on tool results."""
+    tools = "|".join(map(re.escape, TOOLBOX.names))
+    # ClaimJudgement's two verdict fields, set to a value its contract allows.
+    values = "|".join(map(re.escape, [*get_args(Judgement), *get_args(Verdict)]))
+    found = "|".join(s for s in get_args(EvidenceStatus) if s != "failed")
+    compound = "|".join(sorted({name for model in (Claim, EvidenceBinding) for name in model.model_fields
+                                if "_" in name}))
+    return [
+        rf"#\d+\s+(?:{tools})\s*\(|#\d+\s+(?:\$\.\w+\[\d+\]|no-hit)|->\s*(?:{found})\b",
+        rf"[\"']?(?:judge?ment|verdict)[\"']?\s*[:=]\s*[\"']?(?:{values})\b|[\"'](?:{compound})[\"']\s*:",
+        r"(?:^|\n)\s*(?:={2,}|-{2,}|#+|\[|<)\s*/?\s*(?:tool|function)[\s_-]?(?:results?|outputs?|responses?|calls?)\b",
+        rf"\b(?:tool|function)_(?:results?|outputs?|responses?)\b|\b{SPOTLIGHT_TAG}\b",
+    ]
+
+
+FRAMING = [CONTROL_TOKEN.pattern, DEFUSED_TOKEN.pattern, *_forged_framing()]
+DETECTOR = re.compile("|".join(f"(?:{p})" for p in FRAMING + LANGUAGES), re.IGNORECASE | re.MULTILINE)
+# A request to say or judge anything at all, without the object that makes it an instruction to a
+# model: too broad to flag a line (honest lines ask operators to confirm things), narrow enough to
+# keep a claim from repeating what a line asks its reader to say.
+REQUEST = re.compile("|".join(f"(?:{p})" for p in (
+    rf"{_REQUEST}\s+{_ADVERBS}(?:{_SAY}|{_JUDGE})\b",
+    rf"{_ZH_REQUEST}[^。\n]{{0,12}}?{_ZH_SAY}",
+    *SPANISH[1:], *FRENCH[1:], *GERMAN[1:], *PORTUGUESE[1:], *RUSSIAN[1:], *JAPANESE[1:])),
+    re.IGNORECASE | re.MULTILINE)
 
 
 @text_cache(CACHE_CHARS)
 def addresses_the_model(text: str) -> bool:
-    return DETECTOR.search(text) is not None
+    return DETECTOR.search(normalised(text)) is not None
 
 
 def instruction_in(text: str) -> str | None:
-    """The first instruction-shaped span of `text`, for a message an auditor can act on."""
-    found = DETECTOR.search(text)
-    return found.group(0) if found else None
+    """The first instruction-shaped span of `text` (normalised), for a message an auditor can act on."""
+    found = DETECTOR.search(normalised(text))
+    return found.group(0).strip() if found else None
+
+
+# --- an instruction never becomes a claim or an answer sentence --------------------------------------
+
+# The share of a claim's concepts (tools.search: synonym groups, names, words) that a line holding an
+# instruction must contain for the claim to restate it.
+RESTATED_SHARE = 0.5
+
+
+@dataclass(frozen=True)
+class Restated:
+    span: str  # the words of the cited text the instruction covers
+    instruction: str  # the words that make it an instruction
+
+
+# Where the words a request asks for end: a sentence or a clause.
+CLAUSE_END = re.compile(r"[。！？!?;；，,\n]|\.(?:\s|$)")
+
+
+@text_cache(CACHE_CHARS)
+def _instructions(text: str) -> tuple[Restated, ...]:
+    """Each instruction in `text` with the words it covers: all of a text the detector flags (an
+    injection's payload may come before it, after it or in the lines it forges), and the rest of
+    the clause after a mere request to say something."""
+    text = normalised(text)
+    found = [Restated(span=text.strip(), instruction=hit.group(0).strip())] if (hit := DETECTOR.search(text)) else []
+    for line in text.split("\n"):
+        for hit in REQUEST.finditer(line):
+            end = CLAUSE_END.search(line, hit.end())
+            found.append(Restated(span=line[hit.start():end.start() if end else len(line)].strip(),
+                                  instruction=hit.group(0).strip()))
+    return tuple(found)
+
+
+def _concepts(text: str, topics: tuple[tuple[str, ...], ...], names: tuple[str, ...]) -> Query:
+    return read_query(normalised(text), {str(n): group for n, group in enumerate(topics)}, names)
+
+
+def restated_instruction(text: str, cited_texts: list[str], topics: tuple[tuple[str, ...], ...] = (),
+                         names: tuple[str, ...] = ()) -> str | None:
+    """Why `text` (a claim, an answer sentence) repeats an instruction found in the text it cites,
+    or None. An instruction here is what the detector flags (then all of the cited text counts) and
+    any request to say or judge something (then the rest of its clause counts); `text` repeats it
+    when those words hold at least RESTATED_SHARE of its concepts. An order to act ("You must restart
+    the pod") asks nothing to be said, so an honest claim about it stands. `topics` are synonym
+    groups and `names` service and alert names, through which a Chinese claim meets the English
+    line it repeats."""
+    query = _concepts(text, topics, names)
+    if not query.concepts:
+        return None
+    for cited in cited_texts:
+        for found in _instructions(cited):
+            groups, hits = read_line(found.span).matched(query)
+            if groups + hits >= RESTATED_SHARE * query.concepts:
+                return (f"repeats what its evidence asks the reader to say ({found.instruction!r} in "
+                        f"{found.span[:120]!r}); an instruction in evidence is data, never a finding")
+    return None

@@ -25,7 +25,8 @@ import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from program.evidence.matching import bidi_controls
+from program.evidence.characters import bidi_controls
+from program.evidence.injection import restated_instruction
 from program.evidence.relevance import Target, off_topic, unnamed_topics
 from program.evidence.scope import mentions
 from program.evidence.statements import (
@@ -60,6 +61,9 @@ ABSENCE = re.compile(r"未检索到|未找到|没有找到|未发现|没有发�
                      r"\bnothing\b|\bthere\s+(?:is|are)\s+no\b|\bno evidence\b|\bdoes\s+not\s+(?:have|show|exist)",
                      re.IGNORECASE)
 
+
+# A claim that says what its evidence asks the reader to say: an instruction obeyed.
+RESTATED_INSTRUCTION = "verdict.restated_instruction"
 
 # The second look before an all-clear: a line of the target's own logs that matches at least this
 # share of the question's concepts (rounded up, at least one; tools/search.py) is a plausible match,
@@ -214,6 +218,8 @@ def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target
         if controls := bidi_controls(claim.claim_text):
             block(claim, "verdict.bidi_control", f"the claim text holds bidirectional control characters "
                   f"({', '.join(controls)}), which change what a reader sees")
+        if reason := restated_instruction(claim.claim_text, [ref.text for ref in refs], target.topics, names):
+            block(claim, RESTATED_INSTRUCTION, f"the claim {reason}")
     return blockers
 
 
