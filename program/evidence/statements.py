@@ -68,12 +68,21 @@ ZH_NUMBER = re.compile(r"(?P<percent>百分之)?(?P<number>[零〇一二两三�
 # Alert states as Prometheus and Alertmanager report them, and the words a statement asserts them with.
 RAISED_STATES = ("firing", "pending")
 CLEARED_STATES = ("resolved", "inactive")
-RAISED_WORDS = re.compile(r"\b(?:firing|fired|fires|triggered|pending|ongoing|unresolved|still active)\b|"
-                          r"触发|告警中|正在告警|报警中|仍在告警|持续告警|告警状态|未恢复|未解决", re.IGNORECASE)
-CLEARED_WORDS = re.compile(r"\b(?:resolved|recovered|cleared|inactive|normal|mitigated|subsided|over now|back to "
-                           r"(?:normal|baseline))\b|恢复|解除|消除|正常|已结束|已解决|已消失|已关闭|已停止|好了", re.IGNORECASE)
+RAISED_WORDS = re.compile(r"\b(?:firing|fired|fires|triggered|pending|ongoing|unresolved|alerting|still active|"
+                          r"going off)\b|触发|告警中|正在告警|报警中|正在报警|仍在告警|持续告警|告警状态|未恢复|未解决|発火",
+                          re.IGNORECASE)
+# "Normal" says a state is over only as a predicate ("内存正常", "is back to normal"), not as an
+# adjective ("above the normal level", "高于正常水平").
+CLEARED_WORDS = re.compile(r"\b(?:resolved|recovered|cleared|inactive|mitigated|subsided|fixed|closed|silent|"
+                           r"over now|ok now|healthy again|(?:back|returned) to (?:normal|baseline)|"
+                           r"(?:is|are|was|were|looks|now) normal)\b|\bnormal(?=\s*(?:[,.;!?]|$))|"
+                           r"正常(?=\s*(?:了|[，。；！？,.;!?]|$))|恢复|恢復|解除|消除|已结束|已解决|已消失|已关闭|已停止|"
+                           r"好了|修复|复原|平息|解消|復旧", re.IGNORECASE)
+# The alert itself: denied ("没有告警", "告警已经没了", "no longer alerting"), it says the state is over.
+ALERT_WORDS = re.compile(r"\b(?:alert|alerts|alerting|alarm)\b|告警|报警|アラート", re.IGNORECASE)
 # Words that deny a state the way a negation does: "no longer firing", "stopped firing", 不再告警.
-STATE_DENIAL = re.compile(r"\bno longer\b|\bstopped\b|\bceased\b|不再", re.IGNORECASE)
+STATE_DENIAL = re.compile(r"\bno longer\b|\bnot\b.*\banymore\b|\bstopped\b|\bceased\b|不再|没了|\b(?:isnt|arent|wasnt|"
+                          r"werent|dont|doesnt|didnt|cant|couldnt|wont|aint)\b", re.IGNORECASE)
 # A quantity the evidence names: "GC次数: 128", "current=91%", "healthy=false", "healthy != true",
 # '"healthy": false'. The key is the run before the operator, the value the run after it.
 OPERATOR = re.compile(r"\s*(==|!=|≠|[:=：])\s*")
@@ -275,12 +284,13 @@ def misbound_numbers(text: str, evidence: list[str]) -> list[str]:
 
 def _asserted(pattern: re.Pattern, text: str) -> tuple[bool, bool]:
     """Whether the text uses a word of `pattern` plainly, and whether it uses one denied (a negation,
-    or "no longer", "stopped", 不再, earlier in the word's clause)."""
+    or "no longer", "stopped", 不再, in the word's clause before it, or right after it: 告警已经没了)."""
     plain = denied = False
     for m in pattern.finditer(text):
         before = text[:m.start()]
         clause = before[max((c.end() for c in CLAUSE_END.finditer(before)), default=0):]
-        if NEGATION.search(clause) or STATE_DENIAL.search(clause):
+        right = text[m.end():m.end() + 6]
+        if NEGATION.search(clause) or STATE_DENIAL.search(clause) or STATE_DENIAL.match(right.lstrip("已经 ")):
             denied = True
         else:
             plain = True
@@ -314,7 +324,8 @@ def state_conflicts(text: str, states: set[str], evidence: list[str]) -> list[st
     conflicts = []
     raised, raised_denied = _asserted(RAISED_WORDS, text)
     cleared, cleared_denied = _asserted(CLEARED_WORDS, text)
-    says_raised, says_cleared = raised or cleared_denied, cleared or raised_denied
+    _, alert_denied = _asserted(ALERT_WORDS, text)
+    says_raised, says_cleared = raised or cleared_denied, cleared or raised_denied or alert_denied
     if states & set(RAISED_STATES) and says_cleared:
         conflicts.append(f"the statement says the alert is not firing, but the alert it cites is "
                          f"{' and '.join(sorted(states))}")
@@ -325,17 +336,19 @@ def state_conflicts(text: str, states: set[str], evidence: list[str]) -> list[st
         if truth is None:
             continue
         truth = truth != (operator in ("!=", "≠"))
+        # A value the statement writes for the key decides; a bare mention says it holds, unless negated.
+        written, implied = [], []
         for m in _mentions(key, text):
             before = text[:m.start()]
             clause = before[max((c.end() for c in CLAUSE_END.finditer(before)), default=0):]
-            written = re.match(r"(?:\s+[^\W\d_]+){0,3}?\s*(?:[:=：]|为|是|is|was)?\s*(true|false|yes|no)\b",
-                               text[m.end():], re.IGNORECASE)
-            if written:
-                says = BOOLEAN[written.group(1).casefold()]
+            value_written = re.match(r"(?:\s+[^\W\d_]+){0,3}?\s*(?:[:=：]|为|是|is|was)?\s*(true|false|yes|no)\b",
+                                     text[m.end():], re.IGNORECASE)
+            if value_written:
+                written.append(BOOLEAN[value_written.group(1).casefold()])
             else:
-                says = not (m.group("prefix") or NEGATION.search(clause))
-            if says != truth:
-                conflicts.append(f"the statement says {key} is {str(says).lower()}, but its evidence says "
-                                 f"{key}{operator}{value}")
-                break
+                implied.append(not (m.group("prefix") or NEGATION.search(clause)))
+        says = written or implied
+        if says and truth not in says:
+            conflicts.append(f"the statement says {key} is {str(says[0]).lower()}, but its evidence says "
+                             f"{key}{operator}{value}")
     return conflicts

@@ -21,7 +21,7 @@ ALERT = "HighMemoryUsage firing, service=order-service, current=91%, threshold=8
 CLAIM = Claim(claim_id="c1", claim_type="observation", claim_text="order-service 存在 HighMemoryUsage 告警，current=91%",
               evidence_bindings=[{"tool_name": "query_metrics", "source_invocation_id": 1, "raw_path": "$.alerts[0]",
                                   "evidence_excerpt": ALERT}])
-TARGET = Target(services=("order-service",), topics=(("highmemoryusage", "内存"),))
+TARGET = Target(services=("order-service",), topics=(("highmemoryusage", "memory", "内存"),))
 
 
 def gate(severity: str) -> GatekeeperResult:
@@ -113,6 +113,22 @@ NO_HIT = "未找到匹配的日志 (no log lines matched query='connection pool 
      refs(ALERT.replace("firing", "resolved"), state="resolved"), "verdict.ungrounded_name"),
     ({"claim_text": "order-service HighMemoryUsage: the replica is healthy"},
      refs(ALERT + ", healthy=false"), "verdict.state_conflict"),
+    # A measure or a comparison the evidence does not give, or a number that cannot be read.
+    ({"claim_text": "order-service HighMemoryUsage 告警已持续 15 hours"}, refs(), "verdict.ungrounded_number"),
+    ({"claim_text": "order-service HighMemoryUsage current≠91%"}, refs(), "verdict.ungrounded_number"),
+    ({"claim_text": "order-service HighMemoryUsage current 91\u0338%"}, refs(), "verdict.ungrounded_number"),
+    ({"claim_text": "order-service HighMemoryUsage current \u201391%"}, refs(), "verdict.ungrounded_number"),
+    # A number said of another quantity: in the words code gives the field, or before its name.
+    ({"claim_text": "order-service HighMemoryUsage 告警，阈值 91%，当前 85%"}, refs(), "verdict.misbound_number"),
+    ({"claim_text": "order-service HighMemoryUsage at 91% threshold"}, refs(), "verdict.misbound_number"),
+    # That an alert is over, against a firing one, whatever else the claim says.
+    ({"claim_text": "order-service HighMemoryUsage 告警曾触发，现已恢复"}, refs(state="firing"), "verdict.state_conflict"),
+    ({"claim_text": "order-service HighMemoryUsage 目前没有告警"}, refs(state="firing"), "verdict.state_conflict"),
+    ({"claim_text": "order-service HighMemoryUsage stopped firing"}, refs(state="firing"), "verdict.state_conflict"),
+    ({"claim_text": "order-service HighMemoryUsage: the replica is healthy"},
+     refs(ALERT + '; status: {"healthy": false}'), "verdict.state_conflict"),
+    ({"claim_text": "order-service HighMemoryUsage: TLS enabled"}, refs(ALERT + ", tls_enabled=false"),
+     "verdict.state_conflict"),
     # A topic none of its evidence concerns.
     ({"claim_text": "order-service HighMemoryUsage 告警，且连接池已耗尽导致内存上涨"}, refs(), "verdict.ungrounded_topic"),
     ({"claim_text": "order-service HighMemoryUsage current=\u202e91\u202c%"}, refs(), "verdict.bidi_control"),
@@ -138,13 +154,19 @@ def test_code_blocks_what_no_verifier_may_wave_through(claim_update, cited, rule
     # Denying a state the cited alert does not have is no ungrounded name.
     ("order-service 的 HighMemoryUsage 未 firing，current=91%", refs(ALERT.replace("firing", "resolved"), state="resolved")),
     ("order-service HighMemoryUsage: the replica is not healthy", refs(ALERT + ", healthy=false")),
+    ("order-service HighMemoryUsage: replica failed its healthy check, healthy is false", refs(ALERT + ", healthy=false")),
+    ("order-service HighMemoryUsage 告警触发，内存高于正常水平，持续 15 min", refs(state="firing")),
+    ("order-service HighMemoryUsage 告警正在触发，尚未恢复", refs(state="firing")),
+    ("order-service HighMemoryUsage 告警曾触发，现已恢复", refs(ALERT.replace("firing", "resolved"), state="resolved")),
+    ("order-service HighMemoryUsage: 91% is above the 85% threshold", refs(state="firing")),
+    ("order-service OOMKilled: 因内存不足被杀", refs("PodOOMKilled firing, service=order-service; java.lang.OutOfMemoryError")),
     ("order-service 内存告警，内存使用率 91%，GC 128 次",
      refs("[11:17][WARN][order-service] 内存使用率过高: 91.0%, GC次数: 128")),
 ])
 def test_honest_claims_pass_the_same_checks(claim_text, cited):
     claim = CLAIM.model_copy(update={"claim_text": claim_text})
     assert claim_blockers([claim], cited, TARGET, (), ("order-service", "HighMemoryUsage", "firing", "resolved"),
-                          [("highmemoryusage", "内存"), ("hikaricp", "连接池")]) == {}
+                          [("highmemoryusage", "memory", "内存"), ("hikaricp", "连接池")]) == {}
 
 
 def test_a_negative_observation_on_a_no_hit_is_allowed():
