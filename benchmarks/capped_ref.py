@@ -29,6 +29,7 @@ from signatures.contracts import MAX_EXCERPT_CHARS, Claim, EvidenceBinding, Exec
 from tools.declaration import Toolbox
 from tools.functions import LOOKUP_KNOWLEDGE, QUERY_LOGS, QUERY_METRICS
 from tools.recorder import ToolInvocationRecorder
+from tools.search import word_starts
 from tools.sources.limits import MAX_ITEM_CHARS, MAX_REF_CHARS
 from tools.sources.prometheus import Prometheus
 
@@ -98,7 +99,7 @@ def main() -> None:
                                               evidence_bindings=bindings)])
         times = []
         for _ in range(REPEATS):
-            for cached in (matching.canonical, matching.split_pieces, matching._atoms):
+            for cached in (matching.canonical, matching.split_pieces, word_starts):
                 cached.cache_clear()
             started = time.perf_counter()
             result = gatekeeper.check(output, invocations, "bench", toolbox=box)

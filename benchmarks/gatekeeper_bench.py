@@ -63,7 +63,7 @@ def _tamper(excerpt: str, rng: random.Random, kind: str) -> str | None:
         return excerpt + "?"
     if kind == "negation" and " not " in excerpt:
         return excerpt.replace(" not ", " ", 1)
-    tokens = [m for m in re.finditer(r"\w{3,}", excerpt)]
+    tokens = list(re.finditer(r"[^\W\u2e80-\u9fff]{3,}", excerpt))  # Latin words and numbers: CJK words are jieba's
     if kind == "cut" and tokens:
         # Start after the first letters of the first token, or stop before the last ones of the last.
         if rng.random() < 0.5:

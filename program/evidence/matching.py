@@ -49,6 +49,7 @@ from program.evidence.characters import (
 )
 from program.evidence.characters import is_cjk as _is_cjk
 from program.evidence.text_cache import text_cache
+from tools.search import word_starts
 
 HARD_PUNCTUATION = frozenset("%./:-+<>=≠≤≥≦≧~≈≃≅!?")
 # Symbols that only separate fields or mark up text (a log's "a | b", markdown's `code`).
@@ -199,8 +200,9 @@ def _inside_token(source: str, position: int) -> bool:
     """Does `position` (between two characters of the ref) fall inside a token? A token is anything
     not broken by a gap: a word, a number with its sign, decimal point, digit groups and unit
     (-120ms, .5s, 1,250ms, 91%, 9‰, $12), an identifier (orders-db, orders–db, healthy=false,
-    healthy≠true, orders@db, can't), a range (5~10). CJK has no gaps between its words, so a cut
-    between two CJK characters is allowed (a dropped negation character is checked on its own)."""
+    healthy≠true, orders@db, can't), a range (5~10). CJK has no gaps between its words: between two
+    CJK characters, a quote may start or end only where jieba starts a word (使用率 from 内存使用率,
+    not 存使用率)."""
     if position <= 0 or position >= len(source):
         return False
     before, after = source[position - 1], source[position]
@@ -211,7 +213,15 @@ def _inside_token(source: str, position: int) -> bool:
             return True
         if middle in JOINING and left.isalnum() and right.isalnum():
             return True
-    if _gap(before) or _gap(after) or (_is_cjk(before) and _is_cjk(after)):
+    if _is_cjk(before) and _is_cjk(after):
+        start = position - 1
+        while start > 0 and _is_cjk(source[start - 1]):
+            start -= 1
+        end = position + 1
+        while end < len(source) and _is_cjk(source[end]):
+            end += 1
+        return position - start not in word_starts(source[start:end])
+    if _gap(before) or _gap(after):
         return False
     # A sentence's or a field's end: "timed out after 30s. Retrying", "pool stats: active=50/50".
     return not (after in ENDING and (not outer_right or _gap(outer_right)))

@@ -146,3 +146,20 @@ def test_a_passing_quote_comes_with_the_whole_clauses_it_sits_in(excerpt, ref, c
 def test_bidi_controls_are_characters_of_their_own():
     assert not match_excerpt("current=91%", "current=\u202e91\u202c%").ok
     assert match_excerpt("current=\u202e91\u202c%", "current=\u202e91\u202c%").ok
+
+
+@pytest.mark.parametrize(("excerpt", "ref", "ok"), [
+    ("使用率: 88.6%", "内存使用率: 88.6%", True),
+    ("存使用率: 88.6%", "内存使用率: 88.6%", False),
+    ("JVM堆内存: 3.8GB/4GB, GC次", "JVM堆内存: 3.8GB/4GB, GC次数: 128", False),
+    ("db is down for writes", "orders–db is down for writes", False),
+    ("db is down for writes", "orders@db is down for writes", False),
+    ("error rate is 9", "error rate is 9‰", False),
+    ("retry 10 times", "retry 5~10 times", False),
+    ("replica healthy", "replica healthy≠true", False),
+    ("timed out after 30s", "request timed out after 30s. Retrying", True),
+    ("connection refused", "ERROR 'connection refused' by db", True),
+    ("b value here", "a value;b value here", True),
+])
+def test_a_quote_starts_and_ends_beside_a_gap_or_a_chinese_word_boundary(excerpt, ref, ok):
+    assert match_excerpt(excerpt, ref).ok is ok
