@@ -52,8 +52,10 @@ from program.evidence.text_cache import text_cache
 from tools.search import word_starts
 
 HARD_PUNCTUATION = frozenset("%./:-+<>=≠≤≥≦≧~≈≃≅!?")
-# Symbols that only separate fields or mark up text (a log's "a | b", markdown's `code`).
+# Symbols that only separate fields or mark up text (a log's "a | b", markdown's `code`), and the
+# other punctuation that only separates words.
 SEPARATOR_SYMBOLS = frozenset("|`")
+SEPARATING_PUNCTUATION = frozenset(",;'\"*#&@\\·、。‧¡¿")
 ELLIPSIS = re.compile(r"\.{3,}|…+")
 # A ref's clauses: "HighMemoryUsage firing on order-service; current=91%; threshold=85%".
 CLAUSE = re.compile(r"\s*[;；]\s*")
@@ -143,10 +145,13 @@ def canonical(raw: str) -> Canonical:
 
 
 def _separates(ch: str) -> bool:
-    """Whitespace, controls and word-separating punctuation: what folds into a gap."""
+    """Whitespace, controls and word-separating punctuation: what folds into a gap. Other
+    punctuation carries meaning as a symbol does (‰, ′, ″, §, †)."""
     if ch in HARD_PUNCTUATION or ch.isalnum():
         return False
-    return ch in SEPARATOR_SYMBOLS or unicodedata.category(ch)[0] in "PZ" or unicodedata.category(ch) == "Cc"
+    category = unicodedata.category(ch)
+    return (ch in SEPARATOR_SYMBOLS or ch in SEPARATING_PUNCTUATION or category[0] == "Z" or category == "Cc"
+            or category in ("Pc", "Pd", "Ps", "Pe", "Pi", "Pf"))
 
 
 def clauses(text: str) -> list[str]:
@@ -249,13 +254,14 @@ def _case_difference(piece: Canonical, ref: Canonical, found: int) -> str | None
         ours_form, theirs_form = compatible_form(ours), compatible_form(theirs)
         if ours_form == theirs_form or ours_form.casefold() != theirs_form.casefold():
             continue  # the same character, or one the normalisation folds on purpose (a dash, a space)
-        start, end = position, position + 1
-        while start > 0 and ref.source[start - 1].isalnum():
+        # The run is read in the normalised text, where a unit after a space joins its number (10 kb).
+        start, end = found + k, found + k + 1
+        while start > 0 and ref.text[start - 1].isalnum():
             start -= 1
-        while end < len(ref.source) and ref.source[end].isalnum():
+        while end < len(ref.text) and ref.text[end].isalnum():
             end += 1
-        run = ref.source[start:end]
-        if any(ch.isdigit() for ch in run):
+        if any(ch.isdigit() for ch in ref.text[start:end]):
+            run = ref.source[ref.index[start]:ref.index[end - 1] + 1]
             return f"excerpt writes {ours!r} where the ref writes {theirs!r} in {run!r}"
     return None
 

@@ -120,6 +120,10 @@ def test_the_matched_span_is_shown_exactly_with_the_quotes_own_brackets(excerpt)
     ("window 15M since start", "window 15m since start"),
     ("heap usage 3.8Gb of 4GB", "heap usage 3.8GB of 4GB"),
     ("request AbC123x failed", "request abc123X failed"),
+    ("size 10 KB exceeded", "size 10 kb exceeded"),
+    # Punctuation that carries meaning is not a gap either.
+    ("rate is 9 for orders", "rate is 9‰ for orders"),
+    ("took 12 to finish", "took 12′ to finish"),
 ])
 def test_a_quote_that_could_read_differently_from_its_source_is_refused(excerpt, ref):
     result = match_excerpt(excerpt, ref)
