@@ -48,6 +48,7 @@ from program.evidence.characters import (
     kept_apart,
 )
 from program.evidence.characters import is_cjk as _is_cjk
+from program.evidence.statements import UNITS
 from program.evidence.text_cache import text_cache
 from tools.search import word_starts
 
@@ -254,11 +255,21 @@ def _case_difference(piece: Canonical, ref: Canonical, found: int) -> str | None
         ours_form, theirs_form = compatible_form(ours), compatible_form(theirs)
         if ours_form == theirs_form or ours_form.casefold() != theirs_form.casefold():
             continue  # the same character, or one the normalisation folds on purpose (a dash, a space)
-        # The run is read in the normalised text, where a unit after a space joins its number (10 kb).
+        # The run is read in the normalised text, where a unit after a space joins its number (10 kb),
+        # but a word does not (3 times, 0 and), nor anything across other separators ([11:18][INFO]).
+        def joined(a: int, b: int) -> bool:
+            if not (ref.text[a].isalnum() and ref.text[b].isalnum()):
+                return False
+            between = ref.source[ref.index[a] + 1:ref.index[b]]
+            if not between:
+                return True
+            unit = re.match(r"[^\W\d_]+", ref.source[ref.index[b]:])
+            return between.isspace() and ref.text[a].isdigit() and unit is not None and unit.group() in UNITS
+
         start, end = found + k, found + k + 1
-        while start > 0 and ref.text[start - 1].isalnum():
+        while start > 0 and joined(start - 1, start):
             start -= 1
-        while end < len(ref.text) and ref.text[end].isalnum():
+        while end < len(ref.text) and joined(end - 1, end):
             end += 1
         if any(ch.isdigit() for ch in ref.text[start:end]):
             run = ref.source[ref.index[start]:ref.index[end - 1] + 1]
