@@ -78,8 +78,10 @@ CLEARED_WORDS = re.compile(r"\b(?:resolved|recovered|cleared|inactive|mitigated|
                            r"(?:is|are|was|were|looks|now) normal)\b|\bnormal(?=\s*(?:[,.;!?]|$))|"
                            r"正常(?=\s*(?:了|[，。；！？,.;!?]|$))|恢复|恢復|解除|消除|已结束|已解决|已消失|已关闭|已停止|"
                            r"好了|修复|复原|平息|解消|復旧", re.IGNORECASE)
-# The alert itself: denied ("没有告警", "告警已经没了", "no longer alerting"), it says the state is over.
-ALERT_WORDS = re.compile(r"\b(?:alert|alerts|alerting|alarm)\b|告警|报警|アラート", re.IGNORECASE)
+# The alert itself denied: "没有告警", "no alerts", "告警已经没了". The negation stands right next to
+# it, so that "未解决告警" (an unresolved alert) is no denial.
+ALERT_DENIED = re.compile(r"(?:没有|无|不再|没|\bno longer\b|\bno\b|\bnot\b)\s*(?:任何|any\s+)?(?:告警|报警|alerts?\b|alerting\b|"
+                          r"alarms?\b)|(?:告警|报警|\balert\b)\s*(?:已经|已)?\s*(?:没了|消失|\bis gone\b)", re.IGNORECASE)
 # Words that deny a state the way a negation does: "no longer firing", "stopped firing", 不再告警.
 STATE_DENIAL = re.compile(r"\bno longer\b|\bnot\b.*\banymore\b|\bstopped\b|\bceased\b|不再|没了|\b(?:isnt|arent|wasnt|"
                           r"werent|dont|doesnt|didnt|cant|couldnt|wont|aint)\b", re.IGNORECASE)
@@ -284,7 +286,7 @@ def misbound_numbers(text: str, evidence: list[str]) -> list[str]:
 
 def _asserted(pattern: re.Pattern, text: str) -> tuple[bool, bool]:
     """Whether the text uses a word of `pattern` plainly, and whether it uses one denied (a negation,
-    or "no longer", "stopped", 不再, in the word's clause before it, or right after it: 告警已经没了)."""
+    or "no longer", "stopped", 不再, in the word's clause before it, or right after it)."""
     plain = denied = False
     for m in pattern.finditer(text):
         before = text[:m.start()]
@@ -324,8 +326,7 @@ def state_conflicts(text: str, states: set[str], evidence: list[str]) -> list[st
     conflicts = []
     raised, raised_denied = _asserted(RAISED_WORDS, text)
     cleared, cleared_denied = _asserted(CLEARED_WORDS, text)
-    _, alert_denied = _asserted(ALERT_WORDS, text)
-    says_raised, says_cleared = raised or cleared_denied, cleared or raised_denied or alert_denied
+    says_raised, says_cleared = raised or cleared_denied, cleared or raised_denied or bool(ALERT_DENIED.search(text))
     if states & set(RAISED_STATES) and says_cleared:
         conflicts.append(f"the statement says the alert is not firing, but the alert it cites is "
                          f"{' and '.join(sorted(states))}")
