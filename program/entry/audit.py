@@ -2,8 +2,9 @@
 
 One URL picks the database: the ``db`` argument, else ``DIAGNOSIS_DB``, else a SQLite file under
 ``~/.grounded-diagnosis``. Every write is its own transaction; a session is saved with an upsert,
-so concurrent writers of one session never collide. A store opened ``read_only`` never creates a
-database or a table. Faults of the database itself (a missing file, a corrupted page, a foreign
+so concurrent writers of one session never collide, and stores creating the schema of a new
+database at once do not collide either. A store opened ``read_only`` never creates a database or a
+table. Faults of the database itself (a missing file, a corrupted page, a foreign
 schema, a row that is not a session) become an ``AuditStoreError`` that says what is wrong.
 A run killed mid-way is marked ``interrupted`` when the next writable store opens.
 """
@@ -31,17 +32,23 @@ from sqlalchemy import (
     create_engine,
     inspect,
     select,
+    text,
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from signatures.contracts import DiagnosisSession, Finding, ToolInvocation
 
 
 class AuditStoreError(RuntimeError):
     """The audit database cannot be used as asked; the message says why and where."""
+
+
+# The key of the PostgreSQL advisory lock that serialises creating the schema.
+SCHEMA_LOCK = 0x6164_6974
 
 
 def this_process() -> str:
@@ -148,7 +155,7 @@ class AuditStore:
             if read_only:
                 self._check_schema()
             else:
-                Base.metadata.create_all(self.engine)
+                self._create_schema()
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         if not read_only:
             self.mark_interrupted()
@@ -163,6 +170,17 @@ class AuditStore:
         except ValueError as exc:  # a JSON column whose text is not JSON
             raise AuditStoreError(f"audit database {self.url}: cannot {what}: a stored value is not valid JSON "
                                   f"({exc})") from None
+
+    def _create_schema(self) -> None:
+        """IF NOT EXISTS, so stores opening one new database at once never collide on a table. PostgreSQL
+        also takes a lock for it: there, two such statements at once can still collide on its catalog."""
+        with self.engine.begin() as db:
+            if not self.is_sqlite:
+                db.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+            for table in Base.metadata.sorted_tables:
+                db.execute(CreateTable(table, if_not_exists=True))
+                for index in table.indexes:
+                    db.execute(CreateIndex(index, if_not_exists=True))
 
     def _check_schema(self) -> None:
         tables = inspect(self.engine).get_table_names()

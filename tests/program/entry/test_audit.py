@@ -1,3 +1,4 @@
+import multiprocessing
 import os
 import socket
 import sqlite3
@@ -5,8 +6,11 @@ import subprocess
 import sys
 import threading
 import uuid
+from contextlib import contextmanager
 
 import pytest
+from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from program.entry.audit import AuditStore, AuditStoreError, this_process
 from signatures.contracts import (
@@ -15,7 +19,6 @@ from signatures.contracts import (
     SelfEvaluation,
     VerifierEvaluation,
 )
-from tests.support.servers import missing_server
 from tools.recorder import ToolInvocationRecorder
 
 
@@ -84,12 +87,9 @@ def test_eight_threads_on_a_file_database_lose_nothing(tmp_path):
     assert len(AuditStore(store.url).list_sessions(limit=100)[0]) == 8
 
 
-def test_postgresql_round_trip_and_eight_writers():
+def test_postgresql_round_trip_and_eight_writers(postgres_url):
     """Runs in every CI run: .ci/run starts a PostgreSQL server on loopback and sets the URL."""
-    url = os.environ.get("DIAGNOSIS_TEST_POSTGRES")
-    if not url:
-        missing_server("DIAGNOSIS_TEST_POSTGRES is not set: no PostgreSQL server on this machine (.ci/run starts one)")
-    store = AuditStore(url)
+    store = AuditStore(postgres_url)
     prefix = f"pg-{uuid.uuid4().hex[:8]}"
     ids = _eight_writers(store, prefix)
     assert len(ids) == 160 and len(set(ids)) == 160
@@ -165,3 +165,70 @@ def test_a_session_whose_process_died_is_marked_interrupted(tmp_path):
 
 def test_an_id_no_column_can_hold_is_simply_unknown(store):
     assert store.get_invocations([10**30, -(10**30)]) == {}
+
+
+def _in_processes(count: int, target, *args, answers: int | None = None) -> list:
+    """Run target(*args, start, results) in `count` fresh processes that wait for each other at
+    start.wait(); the `answers` (one per process unless said) they put in results."""
+    spawn = multiprocessing.get_context("spawn")
+    start, results = spawn.Barrier(count, timeout=300), spawn.Queue()
+    workers = [spawn.Process(target=target, args=(*args, start, results)) for _ in range(count)]
+    for worker in workers:
+        worker.start()
+    answers = [results.get(timeout=300) for _ in range(answers or count)]
+    for worker in workers:
+        worker.join(timeout=60)
+        assert worker.exitcode == 0
+    return answers
+
+
+def _open_and_write(urls: list[str], start, results) -> None:
+    """For each URL in turn, released with the other processes: open a store, record a call and a session."""
+    for url in urls:
+        start.wait()
+        try:
+            store = AuditStore(url)
+            session_id = f"p-{os.getpid()}"
+            ToolInvocationRecorder(store, session_id).call("query_logs", query="HikariCP", service="order-service")
+            store.save_session(_session(session_id))
+            results.put((url, "ok"))
+        except Exception as exc:
+            results.put((url, f"{type(exc).__name__}: {exc}"))
+
+
+def _opened_at_once(urls: list[str]) -> None:
+    """Four processes open each new database at the same moment; each must open it and write."""
+    outcomes = _in_processes(4, _open_and_write, urls, answers=4 * len(urls))
+    assert [o for o in outcomes if o[1] != "ok"] == []
+    for url in urls:
+        store = AuditStore(url, read_only=True)
+        sessions = store.list_sessions(limit=10)[0]
+        assert len(sessions) == 4 and all(len(store.list_invocations(s.session_id)) == 1 for s in sessions)
+
+
+def test_processes_creating_a_new_sqlite_database_at_once_do_not_collide(tmp_path):
+    _opened_at_once([f"sqlite:///{tmp_path / f'audit-{n}.db'}" for n in range(10)])
+
+
+@contextmanager
+def _new_postgresql_databases(server_url: str, count: int, options: str = ""):
+    """URLs of `count` new, empty databases on the test server, dropped afterwards."""
+    admin = create_engine(server_url, isolation_level="AUTOCOMMIT")
+    names = [f"audit_test_{uuid.uuid4().hex[:8]}" for _ in range(count)]
+    try:
+        with admin.connect() as db:
+            for name in names:
+                db.execute(text(f'CREATE DATABASE "{name}" {options}'))
+        yield [make_url(server_url).set(database=name).render_as_string(hide_password=False) for name in names]
+    finally:
+        with admin.connect() as db:
+            for name in names:
+                db.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
+
+
+def test_processes_creating_the_schema_of_a_new_postgresql_database_at_once_do_not_collide(postgres_url):
+    with _new_postgresql_databases(postgres_url, 3) as urls:
+        _opened_at_once(urls)
+
+
