@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from program.entry.audit import AuditStore
+from program.entry.audit import AuditStore, storable
 from program.evidence.language import answer_language
 from program.lm.adapter import adapter_for
 from program.lm.compiled import load_program
@@ -35,4 +35,7 @@ def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | Audit
     program.progress = progress
     model = resolve_lm(lm)
     with dspy.context(lm=model, adapter=adapter_for(model)):
-        return program(question=question.strip(), language=language).result
+        result = program(question=question.strip(), language=language).result
+    # An LM may write what JSON cannot print: the result says it as the audit record keeps it.
+    shown, changed = storable(result.model_dump(mode="json"))
+    return DiagnosisResult.model_validate(shown) if changed else result

@@ -4,17 +4,22 @@ One URL picks the database: the ``db`` argument, else ``DIAGNOSIS_DB``, else a S
 ``~/.grounded-diagnosis``. Every write is its own transaction; a session is saved with an upsert,
 so concurrent writers of one session never collide, and stores creating the schema of a new
 database at once do not collide either. A store opened ``read_only`` never creates a database or a
-table. Faults of the database itself (a missing file, a corrupted page, a foreign
-schema, a row that is not a session) become an ``AuditStoreError`` that says what is wrong.
+table. Faults of the database itself (a missing file, a corrupted page, a foreign schema, a row
+that is not a session) become an ``AuditStoreError`` that says what is wrong.
 A run killed mid-way is marked ``interrupted`` when the next writable store opens.
+
+What a database or JSON cannot hold is changed in code before anything is written, the same way on
+every backend (``storable``), and the session's record names what changed (``audit.unstorable``):
+the record, and so the verdict, never depends on which database keeps it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,6 +33,7 @@ from sqlalchemy import (
     Float,
     Integer,
     String,
+    Table,
     Text,
     create_engine,
     inspect,
@@ -49,6 +55,9 @@ class AuditStoreError(RuntimeError):
 
 # The key of the PostgreSQL advisory lock that serialises creating the schema.
 SCHEMA_LOCK = 0x6164_6974
+UNSTORABLE = "audit.unstorable"
+# How many changed places a note names; the rest are counted.
+NOTE_PLACES = 20
 
 
 def this_process() -> str:
@@ -79,6 +88,77 @@ def default_db_url() -> str:
     home = Path.home() / ".grounded-diagnosis"
     home.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{home / 'audit.db'}"
+
+
+def storable(value: Any) -> tuple[Any, list[str]]:
+    """`value` as every backend of the store and JSON hold it, and each place that changed, with how.
+
+    Lone surrogates are not UTF-8 text, and PostgreSQL text refuses NUL, so both become U+FFFD (a
+    surrogate pair split into two code points is joined); a float JSON has no form for (NaN, ±inf)
+    becomes null; a key that is not a string, and any other value JSON has no form for, its str().
+    Applied on every backend alike, so what is stored never depends on the database."""
+    changes: list[str] = []
+    return _storable(value, "", changes), changes
+
+
+def _storable(value: Any, place: str, changes: list[str]) -> Any:
+    if isinstance(value, str):
+        clean, what = _storable_text(value)
+        if what:
+            changes.append(f"{place or 'the value'} ({what} replaced by U+FFFD)")
+        return clean
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        changes.append(f"{place or 'the value'} ({value} stored as null)")
+        return None
+    if isinstance(value, Mapping):
+        clean = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                changes.append(f"{place or 'the object'} (key {key!r} stored as text)")
+            name = _storable(str(key), f"{place or 'the object'} key", changes)
+            clean[name] = _storable(item, f"{place}.{name}" if place else name, changes)
+        return clean
+    if isinstance(value, list | tuple):
+        return [_storable(item, f"{place}[{i}]", changes) for i, item in enumerate(value)]
+    changes.append(f"{place or 'the value'} (a {type(value).__name__} stored as its text)")
+    return _storable(str(value), place, [])
+
+
+def _storable_text(text: str) -> tuple[str, str]:
+    what = []
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        what.append("lone surrogates")
+    if "\x00" in text:
+        text = text.replace("\x00", "\N{REPLACEMENT CHARACTER}")
+        what.append("NUL")
+    return text, " and ".join(what)
+
+
+def _check_row(table: Table, values: dict[str, Any], what: str) -> None:
+    """What a column would refuse on one backend and take on another (SQLite keeps a string longer
+    than its column, PostgreSQL refuses it) is refused here, on all of them."""
+    for column in table.columns:
+        if column.name not in values:
+            continue
+        value, length = values[column.name], getattr(column.type, "length", None)
+        if value is None and not column.nullable:
+            raise AuditStoreError(f"cannot {what}: {column.name} has no value")
+        if length and isinstance(value, str) and len(value) > length:
+            raise AuditStoreError(f"cannot {what}: {column.name} has {len(value)} characters; "
+                                  f"the audit store holds at most {length}")
+
+
+def _unstorable_note(places: list[str]) -> Finding:
+    named = "; ".join(places[:NOTE_PLACES]) + (f"; and {len(places) - NOTE_PLACES} more"
+                                                if len(places) > NOTE_PLACES else "")
+    return Finding(rule=UNSTORABLE, message=f"changed to be stored, as on every backend: {named}")
 
 
 class Base(DeclarativeBase):
@@ -116,20 +196,29 @@ class InvocationRow(Base):
 
 
 def _to_invocation(row: InvocationRow) -> ToolInvocation:
+    # Rows written before text was made storable may still hold what JSON cannot print.
+    stored, _ = storable({"input": row.input, "output": row.output, "output_preview": row.output_preview,
+                          "retrieval_details": row.retrieval_details})
+    output = stored["output"]
     return ToolInvocation(
         id=row.id,
         session_id=row.session_id,
         tool_name=row.tool_name,
-        input=row.input,
-        output=row.output,
-        output_preview=row.output_preview,
-        retrieval_details=row.retrieval_details,
+        **stored,
         success=row.success,
         # The tool's output names its source; keeping it there needs no column an older database lacks.
-        source=str(row.output.get("source") or "") if isinstance(row.output, dict) else "",
+        source=str(output.get("source") or "") if isinstance(output, dict) else "",
         latency_ms=row.latency_ms,
         created_at=row.created_at,
     )
+
+
+def _insert(is_sqlite: bool):
+    if is_sqlite:
+        from sqlalchemy.dialects.sqlite import insert
+    else:
+        from sqlalchemy.dialects.postgresql import insert
+    return insert
 
 
 class AuditStore:
@@ -150,6 +239,8 @@ class AuditStore:
             kwargs = {"connect_args": {"check_same_thread": False, "timeout": 30}}
         # SQLite allows one writer at a time; serialising here turns "database is locked" into a wait.
         self._lock = threading.Lock() if self.is_sqlite else None
+        # Per session id, what its tool calls had changed to be stored, for the note its record gets.
+        self._unstorable: dict[str, list[str]] = {}
         with self._faults("open"):
             self.engine = create_engine(self.url, **kwargs)
             if read_only:
@@ -176,6 +267,10 @@ class AuditStore:
         also takes a lock for it: there, two such statements at once can still collide on its catalog."""
         with self.engine.begin() as db:
             if not self.is_sqlite:
+                encoding = db.execute(text("SHOW server_encoding")).scalar()
+                if encoding != "UTF8":
+                    raise AuditStoreError(f"audit database {self.url} is encoded {encoding}, which cannot hold "
+                                          "every question and log line: the audit store needs a UTF8 database")
                 db.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
             for table in Base.metadata.sorted_tables:
                 db.execute(CreateTable(table, if_not_exists=True))
@@ -214,21 +309,24 @@ class AuditStore:
         return self._lock if self._lock is not None else nullcontext()
 
     def add_invocation(self, invocation: ToolInvocation) -> ToolInvocation:
+        """Store one tool call as every backend holds it, and return it as stored: what the run goes on
+        to read and cite is what the record keeps."""
+        values, changes = storable({
+            "tool_name": invocation.tool_name, "input": invocation.input, "output": invocation.output,
+            "output_preview": invocation.output_preview,
+            "retrieval_details": invocation.retrieval_details.model_dump(mode="json"),
+            "success": invocation.success, "latency_ms": invocation.latency_ms})
+        values.update(session_id=invocation.session_id, created_at=invocation.created_at or datetime.now(UTC))
+        _check_row(InvocationRow.__table__, values, "record a tool call")
         with self._guard(), self._faults("record a tool call"), Session(self.engine) as db, db.begin():
-            row = InvocationRow(
-                session_id=invocation.session_id,
-                tool_name=invocation.tool_name,
-                input=invocation.input,
-                output=invocation.output,
-                output_preview=invocation.output_preview,
-                retrieval_details=invocation.retrieval_details.model_dump(mode="json"),
-                success=invocation.success,
-                latency_ms=invocation.latency_ms,
-                created_at=invocation.created_at or datetime.now(UTC),
-            )
+            row = InvocationRow(**values)
             db.add(row)
             db.flush()
-            return _to_invocation(row)
+            stored = _to_invocation(row)
+        if changes:
+            self._unstorable.setdefault(invocation.session_id, []).extend(
+                f"tool call #{stored.id} {change}" for change in changes)
+        return stored
 
     def get_invocations(self, ids: Iterable[int]) -> dict[int, ToolInvocation]:
         # An id no database column can hold (10**30) is simply not there: the gatekeeper calls it unknown.
@@ -246,18 +344,26 @@ class AuditStore:
             ).all()
             return [_to_invocation(row) for row in rows]
 
+    def _session_values(self, record: DiagnosisSession) -> dict[str, Any]:
+        """The columns of a session as every backend holds them; the record names what had to change."""
+        payload, changes = storable(record.model_dump(mode="json"))
+        calls = self._unstorable.get if record.status == "running" else self._unstorable.pop
+        places = [*changes, *calls(record.session_id, [])]
+        if places:
+            note = _unstorable_note(places).model_dump(mode="json")
+            if note not in payload["notes"]:
+                payload["notes"].append(note)
+        values = {"query": payload["query"], "status": payload["status"], "verdict": payload["verdict"],
+                  "answer": payload["answer"], "updated_at": datetime.now(UTC),
+                  "self_evaluation": payload["self_evaluation"], "record": payload}
+        _check_row(SessionRow.__table__, values, "save a session")
+        return values
+
     def save_session(self, record: DiagnosisSession) -> None:
         """Insert or update in one statement: concurrent savers of one session id never collide."""
-        now = datetime.now(UTC)
-        payload = record.model_dump(mode="json")
-        values = {"query": record.query, "status": record.status, "verdict": record.verdict, "answer": record.answer,
-                  "updated_at": now, "self_evaluation": payload["self_evaluation"], "record": payload}
-        if self.is_sqlite:
-            from sqlalchemy.dialects.sqlite import insert
-        else:
-            from sqlalchemy.dialects.postgresql import insert
-        statement = insert(SessionRow).values(session_id=record.session_id, created_at=record.created_at or now,
-                                              **values)
+        values = self._session_values(record)
+        statement = _insert(self.is_sqlite)(SessionRow).values(
+            session_id=record.session_id, created_at=record.created_at or values["updated_at"], **values)
         statement = statement.on_conflict_do_update(index_elements=[SessionRow.session_id], set_=values)
         with self._guard(), self._faults("save a session"), Session(self.engine) as db, db.begin():
             db.execute(statement)
@@ -265,7 +371,8 @@ class AuditStore:
     @staticmethod
     def _validate(row: SessionRow) -> DiagnosisSession:
         try:
-            return DiagnosisSession.model_validate(row.record)
+            # Records written before text was made storable may still hold what JSON cannot print.
+            return DiagnosisSession.model_validate(storable(row.record)[0])
         except ValidationError as exc:
             raise AuditStoreError(f"session {row.session_id!r} is stored in a form this version cannot read: "
                                   f"{exc.error_count()} problem(s), first: {exc.errors()[0]['msg']}") from None

@@ -12,6 +12,7 @@ import sys
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -89,15 +90,21 @@ def _positive(text: str) -> int:
     return value
 
 
+def _plain(value) -> str:
+    """Stored text as it is: never read as rich markup, whatever brackets it holds."""
+    return escape(str(value))
+
+
 def _clip(text: str, n: int = 90) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return _plain(text if len(text) <= n else text[: n - 1] + "…")
 
 
 def print_result(console: Console, result: DiagnosisResult) -> None:
     style = {"PASS": "bold green", "LOW_CONFID": "bold yellow", "REJECT": "bold red"}[result.verdict]
-    console.print(f"\n[{style}]{result.verdict}[/]  session {result.session_id}  (composer: {result.composer_status})")
-    console.print(result.answer)
+    console.print(f"\n[{style}]{result.verdict}[/]  session {_plain(result.session_id)}  "
+                  f"(composer: {_plain(result.composer_status)})")
+    console.print(_plain(result.answer))
     table = Table(title="evidence", show_lines=False)
     for column in ("claim", "status", "citation", "gatekeeper"):
         table.add_column(column, overflow="fold")
@@ -111,30 +118,31 @@ def print_result(console: Console, result: DiagnosisResult) -> None:
             cb = checked.get((claim.claim_id, i))
             gate = "pass" if cb and cb.status == "pass" else (f"{cb.rule}" if cb else "")
             table.add_row(_clip(claim.claim_text, 50) if i == 0 else "", item.verification_status if i == 0 else "",
-                          f"{b.tool_name} #{b.source_invocation_id} {b.raw_path or '-'}", gate)
+                          _plain(f"{b.tool_name} #{b.source_invocation_id} {b.raw_path or '-'}"), _plain(gate))
     console.print(table)
     for error in result.errors:
-        console.print(f"[red]{error.rule}[/]: {_clip(error.message, 200)}")
+        console.print(f"[red]{_plain(error.rule)}[/]: {_clip(error.message, 200)}")
 
 
 def print_audit(console: Console, record: DiagnosisSession, invocations) -> None:
-    console.print(f"[bold]session[/] {record.session_id}  status={record.status}  verdict={record.verdict}  lm={record.lm_model}")
-    console.print(f"[bold]question[/] {record.query}")
+    console.print(f"[bold]session[/] {_plain(record.session_id)}  status={record.status}  verdict={record.verdict}  "
+                  f"lm={_plain(record.lm_model)}")
+    console.print(f"[bold]question[/] {_plain(record.query)}")
     for inv in invocations:
         d = inv.retrieval_details
-        console.print(f"  tool #{inv.id} {inv.tool_name}({_clip(json.dumps(inv.input, ensure_ascii=False), 80)}) "
+        console.print(f"  tool #{inv.id} {_plain(inv.tool_name)}({_clip(json.dumps(inv.input, ensure_ascii=False), 80)}) "
                       f"-> {d.evidence_status}, {len(d.evidence_refs)} ref(s)"
-                      + (f" from {inv.source}" if inv.source else ""))
+                      + (f" from {_plain(inv.source)}" if inv.source else ""))
         if d.evidence_status == "failed":
             console.print(f"    [red]failed[/]: {_clip(d.message, 200)}")
     for note in record.notes:
-        console.print(f"  [cyan]note {note.rule}[/]: {_clip(note.message, 200)}")
+        console.print(f"  [cyan]note {_plain(note.rule)}[/]: {_clip(note.message, 200)}")
     for attempt in record.executor_attempts:
         gate = attempt.gatekeeper_result
         console.print(f"\n[bold]executor attempt {attempt.attempt}[/]  parse={attempt.parse_status.status}  "
-                      f"gatekeeper={gate.status}/{gate.severity}  failed_rules={gate.failed_rules}")
+                      f"gatekeeper={gate.status}/{gate.severity}  failed_rules={_plain(gate.failed_rules)}")
         if attempt.retry_context:
-            console.print(f"  retry_context: {attempt.retry_context.failed_rules}")
+            console.print(f"  retry_context: {_plain(attempt.retry_context.failed_rules)}")
         if attempt.parse_status.status != "valid":
             console.print(f"  parse detail: {_clip(attempt.parse_status.detail, 200)}")
         by_owner: dict[str, list] = {}
@@ -142,43 +150,46 @@ def print_audit(console: Console, record: DiagnosisSession, invocations) -> None
             by_owner.setdefault(cb.claim_id or f"action {cb.action_id}", []).append(cb)
         claims = attempt.executor_output.claims if attempt.executor_output else []
         for number, claim in enumerate(claims):
-            console.print(f"  claim {claim.claim_id} ({claim.claim_type}): {claim.claim_text}")
+            console.print(f"  claim {_plain(claim.claim_id)} ({claim.claim_type}): {_plain(claim.claim_text)}")
             labels = [b for b in attempt.drafts[number].evidence_bindings
                       if isinstance(b, str)] if number < len(attempt.drafts) else []
             if labels:
-                console.print(f"    pointed at: {', '.join(labels)}")
+                console.print(f"    pointed at: {_plain(', '.join(labels))}")
             for cb in by_owner.pop(claim.claim_id, []):
-                console.print(f"    cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: {cb.evidence_excerpt!r}")
+                console.print(_plain(f"    cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: "
+                                     f"{cb.evidence_excerpt!r}"))
                 if cb.status == "pass":
-                    console.print(f"      gatekeeper found: {cb.matched_text!r}")
+                    console.print(f"      gatekeeper found: {_plain(repr(cb.matched_text))}")
                 else:
-                    console.print(f"      [red]{cb.severity} {cb.rule}[/]: {cb.message}")
+                    console.print(f"      [red]{cb.severity} {_plain(cb.rule)}[/]: {_plain(cb.message)}")
         for owner, cbs in by_owner.items():
             for cb in cbs:
-                console.print(f"  {owner} cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: {cb.status} {cb.rule or ''}")
+                console.print(_plain(f"  {owner} cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: "
+                                     f"{cb.status} {cb.rule or ''}"))
         for finding in gate.errors:
             # Records from before refused labels lost their index still carry one for them.
             if finding.binding_index is None or finding.rule == UNKNOWN_LABEL:
-                console.print(f"  [red]{finding.rule}[/]: {finding.message}")
+                console.print(f"  [red]{_plain(finding.rule)}[/]: {_plain(finding.message)}")
         for warning in gate.warnings:
-            console.print(f"  [yellow]{warning.rule}[/]: {warning.message}")
+            console.print(f"  [yellow]{_plain(warning.rule)}[/]: {_plain(warning.message)}")
     if record.self_evaluation:
         ev = record.self_evaluation.verifier_evaluation
         console.print(f"\n[bold]verifier[/] verdict={ev.verdict} groundedness={ev.groundedness_score} reason={_clip(ev.reason, 160)}")
         for j in ev.claim_judgements:
-            console.print(f"  {j.claim_id}: {j.verdict} {_clip(j.reason, 140)}")
+            console.print(f"  {_plain(j.claim_id)}: {j.verdict} {_clip(j.reason, 140)}")
         for o in ev.code_overrides:
-            console.print(f"  [magenta]override {o.rule}[/]: {o.message}")
+            console.print(f"  [magenta]override {_plain(o.rule)}[/]: {_plain(o.message)}")
     if record.composer_output:
-        console.print(f"\n[bold]composer[/] {record.composer_output.status} {record.composer_output.reasons}")
-        console.print(record.answer)
+        console.print(f"\n[bold]composer[/] {_plain(record.composer_output.status)} "
+                      f"{_plain(record.composer_output.reasons)}")
+        console.print(_plain(record.answer))
     for error in record.errors:
-        console.print(f"[red]{error.rule}[/]: {_clip(error.message, 200)}")
+        console.print(f"[red]{_plain(error.rule)}[/]: {_clip(error.message, 200)}")
     usage = Table(title="usage")
     for column in ("stage", "lm calls", "prompt tokens", "completion tokens", "seconds"):
         usage.add_column(column)
     for stage, u in record.usage.items():
-        usage.add_row(stage, str(u.lm_calls), str(u.prompt_tokens), str(u.completion_tokens), f"{u.seconds:.1f}")
+        usage.add_row(_plain(stage), str(u.lm_calls), str(u.prompt_tokens), str(u.completion_tokens), f"{u.seconds:.1f}")
     console.print(usage)
 
 
@@ -200,14 +211,15 @@ def main(argv: list[str] | None = None) -> int:
     sessions.add_argument("--limit", type=_positive, default=20, help="how many sessions (at least 1)")
     args = parser.parse_args(argv)
 
-    console = Console(stderr=False)
-    errors = Console(stderr=True, soft_wrap=True)
+    # Stored text is printed as it is: ":warning:" in a log line stays those characters.
+    console = Console(stderr=False, emoji=False)
+    errors = Console(stderr=True, soft_wrap=True, emoji=False)
     try:
         # Reading never creates a database: a missing one is an error, not an empty list.
         store = AuditStore(args.db, read_only=args.command != "ask")
         return _run(args, store, console, errors)
     except AuditStoreError as exc:
-        errors.print(f"error: {exc}")
+        errors.print(f"error: {_plain(exc)}")
         return 1
 
 
@@ -221,7 +233,7 @@ def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
                 result = diagnose(args.question, lm=args.lm, db=store, compiled=not args.no_compiled,
                                   progress=progress, language=args.language)
         except ValueError as exc:
-            errors.print(f"error: {exc}")
+            errors.print(f"error: {_plain(exc)}")
             return 2
         if args.json:
             print(result.model_dump_json(indent=2))
@@ -231,15 +243,15 @@ def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
         if lm_problem:
             hint = ("" if lm_problem.rule in ("lm.engine_unsupported", "lm.model_integrity")
                     else " Check DIAGNOSIS_LM / --lm, the provider's key and address.")
-            errors.print(f"error: the language model cannot be used ({lm_problem.rule}): {lm_problem.message}. "
-                         f"The run was recorded as failed ({result.session_id}).{hint}")
+            errors.print(_plain(f"error: the language model cannot be used ({lm_problem.rule}): {lm_problem.message}. "
+                                f"The run was recorded as failed ({result.session_id}).{hint}"))
             return 1
         return 0
 
     if args.command == "audit":
         record = store.get_session(args.session_id)
         if record is None:
-            errors.print(f"error: unknown session {args.session_id!r} in {store.url}")
+            errors.print(_plain(f"error: unknown session {args.session_id!r} in {store.url}"))
             return 1
         if args.json:
             print(record.model_dump_json(indent=2))
@@ -247,15 +259,15 @@ def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
             print_audit(console, record, store.list_invocations(args.session_id))
         return 0
 
-    table = Table(title=f"sessions in {store.url}")
+    table = Table(title=_plain(f"sessions in {store.url}"))
     for column in ("session", "verdict", "status", "question"):
         table.add_column(column, overflow="fold")
     good, bad = store.list_sessions(limit=args.limit)
     for record in good:
-        table.add_row(record.session_id, record.verdict or "-", record.status, _clip(record.query, 60))
+        table.add_row(_plain(record.session_id), record.verdict or "-", record.status, _clip(record.query, 60))
     console.print(table)
     for note in bad:
-        errors.print(f"unreadable: {note}")
+        errors.print(f"unreadable: {_plain(note)}")
     return 1 if bad else 0
 
 

@@ -1,3 +1,4 @@
+import json
 import multiprocessing
 import os
 import socket
@@ -15,8 +16,12 @@ from sqlalchemy.engine import make_url
 from program.entry.audit import AuditStore, AuditStoreError, this_process
 from signatures.contracts import (
     DiagnosisSession,
+    EvidenceRef,
+    Finding,
     GatekeeperResult,
+    RetrievalDetails,
     SelfEvaluation,
+    ToolInvocation,
     VerifierEvaluation,
 )
 from tools.recorder import ToolInvocationRecorder
@@ -167,6 +172,62 @@ def test_an_id_no_column_can_hold_is_simply_unknown(store):
     assert store.get_invocations([10**30, -(10**30)]) == {}
 
 
+# What no backend or JSON holds as it is: lone surrogates of either half, a pair split into two code
+# points, and NUL, which PostgreSQL text refuses and SQLite keeps.
+UNSTORABLE = "high \ud800, low \udfff, pair \ud83d\ude00, nul \x00."
+STORED = "high \ufffd, low \ufffd, pair \U0001f600, nul \ufffd."
+
+
+def _invocation(session_id: str, **fields) -> ToolInvocation:
+    return ToolInvocation(**{"id": 0, "session_id": session_id, "tool_name": "query_logs",
+                             "retrieval_details": RetrievalDetails(evidence_status="no_evidence"), **fields})
+
+
+def test_what_no_backend_can_hold_is_stored_changed_and_the_record_names_it(backend_url):
+    store = AuditStore(backend_url)
+    session_id = f"u-{uuid.uuid4().hex[:8]}"
+    invocation = store.add_invocation(_invocation(
+        session_id, input={"query": UNSTORABLE}, output_preview=UNSTORABLE,
+        output={"success": True, "logs": [{"message": UNSTORABLE}], "value": float("nan"),
+                "nested": {7: {"a set"}, f"key {UNSTORABLE}": None}},
+        retrieval_details=RetrievalDetails(evidence_status="supported", message=UNSTORABLE,
+                                           evidence_refs=[EvidenceRef(raw_path="$.logs[0]", text=UNSTORABLE)])))
+    store.save_session(DiagnosisSession(session_id=session_id, query=UNSTORABLE, answer=UNSTORABLE,
+                                        notes=[Finding(rule="x", message=UNSTORABLE)]))
+
+    fresh = AuditStore(backend_url)
+    for seen in (invocation, fresh.list_invocations(session_id)[0]):
+        assert seen.input == {"query": STORED} and seen.output_preview == STORED
+        assert seen.output["logs"] == [{"message": STORED}] and seen.output["value"] is None
+        assert seen.output["nested"] == {"7": "{'a set'}", f"key {STORED}": None}
+        assert seen.retrieval_details.evidence_refs[0].text == STORED and seen.retrieval_details.message == STORED
+    record = fresh.get_session(session_id)
+    assert record.query == record.answer == record.notes[0].message == STORED
+    (note,) = [n for n in record.notes if n.rule == "audit.unstorable"]
+    for field in ("query", "answer", "notes[0].message", f"tool call #{invocation.id} input.query",
+                  f"tool call #{invocation.id} output.logs[0].message", f"tool call #{invocation.id} output.value",
+                  f"tool call #{invocation.id} retrieval_details.evidence_refs[0].text"):
+        assert field in note.message
+    json.loads(record.model_dump_json())
+
+
+def test_a_value_longer_than_its_column_is_refused_on_every_backend(backend_url):
+    store = AuditStore(backend_url)
+    with pytest.raises(AuditStoreError, match="tool_name has 65 characters"):
+        store.add_invocation(_invocation("s-long", **{"tool_name": "t" * 65}))
+
+
+def test_old_records_with_unstorable_text_still_read(tmp_path):
+    """Records written before text was made storable: SQLite kept their JSON-escaped surrogates."""
+    path = tmp_path / "audit.db"
+    AuditStore(f"sqlite:///{path}").save_session(_session("old"))
+    with sqlite3.connect(path) as db:
+        db.execute("""update diagnosis_sessions set record = json_set(record, '$.answer', json('"x \\ud800 y"'))""")
+    record = AuditStore(f"sqlite:///{path}", read_only=True).get_session("old")
+    assert record.answer == "x \ufffd y"
+    json.loads(record.model_dump_json())
+
+
 def _in_processes(count: int, target, *args, answers: int | None = None) -> list:
     """Run target(*args, start, results) in `count` fresh processes that wait for each other at
     start.wait(); the `answers` (one per process unless said) they put in results."""
@@ -232,3 +293,28 @@ def test_processes_creating_the_schema_of_a_new_postgresql_database_at_once_do_n
         _opened_at_once(urls)
 
 
+def test_a_postgresql_database_that_cannot_hold_every_character_is_refused_when_opened(postgres_url):
+    """A LATIN1 database would take an English question and refuse a Chinese one mid-run."""
+    with _new_postgresql_databases(postgres_url, 1, "ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' "
+                                                    "TEMPLATE template0") as (url,):
+        with pytest.raises(AuditStoreError, match="encoded LATIN1"):
+            AuditStore(url)
+
+
+def test_a_log_line_no_backend_can_hold_is_recorded_and_cited_as_stored(backend_url, tmp_path, monkeypatch):
+    """The JSONL line once stopped its tool call from being recorded at all."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "app.jsonl").write_text(json.dumps({"time": "10:00", "level": "ERROR", "service": "order-service",
+                                                "message": "HikariCP timeout \ud800 after \x00 30000ms"}) + "\n",
+                                    encoding="utf-8")
+    monkeypatch.setenv("DIAGNOSIS_LOGS_DIR", str(logs))
+    store, session_id = AuditStore(backend_url), f"log-{uuid.uuid4().hex[:8]}"
+    store.save_session(DiagnosisSession(session_id=session_id, query="q", process=this_process()))
+    invocation = ToolInvocationRecorder(store, session_id).call("query_logs", query="HikariCP", service="order-service")
+    (ref,) = invocation.retrieval_details.evidence_refs
+    assert invocation.success and "HikariCP timeout \ufffd after \ufffd 30000ms" in ref.text
+    assert store.get_invocations([invocation.id])[invocation.id].retrieval_details.evidence_refs == [ref]
+    store.save_session(store.get_session(session_id).model_copy(update={"status": "completed"}))
+    (note,) = [n for n in store.get_session(session_id).notes if n.rule == "audit.unstorable"]
+    assert f"tool call #{invocation.id} output.logs[0].message" in note.message

@@ -178,3 +178,51 @@ def test_progress_shows_each_stage_once_with_its_time_and_no_source_locations():
         if not terminal:
             assert text.count("verifying claims") == 1
             assert re.search(r"^citing evidence: \d+\.\d s$", text, re.MULTILINE)
+
+
+# Text an LM may write that no store, JSON or console takes as it is: NUL, which PostgreSQL text
+# refuses, a lone surrogate, which is not UTF-8, and rich markup.
+ODD = " [/bold] \ud800 \x00"
+SHOWN = " [/bold] \ufffd \ufffd"
+
+
+@pytest.mark.parametrize(("claim_tail", "shown_tail", "verdict"), [
+    (" [/bold] \x00", " [/bold] \ufffd", "PASS"),
+    # DSPy refuses to send a lone surrogate to an LM, so the verifier cannot judge the claim.
+    (" \ud800", " \ufffd", "LOW_CONFID"),
+])
+def test_text_no_store_or_json_can_hold_gives_the_same_run_and_every_output_on_every_backend(
+        backend_url, claim_tail, shown_tail, verdict, monkeypatch, capsys, cases):
+    case = cases["high_memory_positive"]
+    from devset.gold import gold_executor_output
+
+    def executor(observations, attempt, user):
+        output = gold_executor_output(case, observations, point=True)
+        output["claims"][0]["claim_text"] += claim_tail
+        return output
+
+    lm = good_lm(case, executor=executor,
+                 verifier=lambda user: {"judgement": "supported", "reason": f"the excerpt states it{ODD}"})
+    monkeypatch.setattr("program.entry.api.resolve_lm", lambda spec: lm)
+    assert cli.main(["--db", backend_url, "ask", case["question"], "--json", "--no-compiled"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert result["verdict"] == verdict
+    assert result["claims"][0]["claim"]["claim_text"].endswith(shown_tail)
+
+    session_id = result["session_id"]
+    assert cli.main(["--db", backend_url, "audit", session_id, "--json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["status"] == "completed" and record["verdict"] == verdict
+    (note,) = [n for n in record["notes"] if n["rule"] == "audit.unstorable"]
+    assert "claim_text" in note["message"]
+    if verdict == "PASS":
+        # The verifier's judgement is kept, though its reason held NUL (which once failed the session on PostgreSQL).
+        (judgement,) = record["self_evaluation"]["verifier_evaluation"]["claim_judgements"]
+        assert judgement["reason"] == f"the excerpt states it{SHOWN}" and "reason" in note["message"]
+
+    assert cli.main(["--db", backend_url, "audit", session_id]) == 0
+    assert shown_tail in capsys.readouterr().out
+    assert cli.main(["--db", backend_url, "sessions", "--limit", "5"]) == 0
+    assert session_id in capsys.readouterr().out
+    assert cli.main(["--db", backend_url, "ask", case["question"], "--no-compiled"]) == 0
+    assert verdict in capsys.readouterr().out
