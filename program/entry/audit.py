@@ -2,8 +2,9 @@
 
 One URL picks the database: the ``db`` argument, else ``DIAGNOSIS_DB``, else a SQLite file under
 ``~/.grounded-diagnosis``. Every write is its own transaction; a session is saved with an upsert,
-so concurrent writers of one session never collide, and stores creating the schema of a new
-database at once do not collide either. A store opened ``read_only`` never creates a database or a
+so concurrent writers of one session never collide, but a run claims its session id first, and an
+id already recorded is refused, so two runs never share a record. Stores creating the schema of a
+new database at once do not collide. A store opened ``read_only`` never creates a database or a
 table. Faults of the database itself (a missing file, a corrupted page, a foreign schema, a row
 that is not a session) become an ``AuditStoreError`` that says what is wrong.
 A run killed mid-way is marked ``interrupted`` when the next writable store opens.
@@ -51,6 +52,10 @@ from signatures.contracts import DiagnosisSession, Finding, ToolInvocation
 
 class AuditStoreError(RuntimeError):
     """The audit database cannot be used as asked; the message says why and where."""
+
+
+class SessionIdRefused(AuditStoreError):
+    """A run may not be recorded under this session id: another run holds it, or no store can keep it as it is."""
 
 
 # The key of the PostgreSQL advisory lock that serialises creating the schema.
@@ -139,6 +144,14 @@ def _storable_text(text: str) -> tuple[str, str]:
         text = text.replace("\x00", "\N{REPLACEMENT CHARACTER}")
         what.append("NUL")
     return text, " and ".join(what)
+
+
+def _check_session_id(session_id: Any) -> None:
+    """An id no store keeps as it is would merge runs whose ids differ only there, so it is refused."""
+    limit = SessionRow.__table__.c.session_id.type.length
+    if not isinstance(session_id, str) or not session_id or storable(session_id)[1] or len(session_id) > limit:
+        raise SessionIdRefused(f"session id {session_id!r} cannot be recorded: a session id is 1 to {limit} "
+                               "characters of text, without NUL or lone surrogates")
 
 
 def _check_row(table: Table, values: dict[str, Any], what: str) -> None:
@@ -311,6 +324,7 @@ class AuditStore:
     def add_invocation(self, invocation: ToolInvocation) -> ToolInvocation:
         """Store one tool call as every backend holds it, and return it as stored: what the run goes on
         to read and cite is what the record keeps."""
+        _check_session_id(invocation.session_id)
         values, changes = storable({
             "tool_name": invocation.tool_name, "input": invocation.input, "output": invocation.output,
             "output_preview": invocation.output_preview,
@@ -346,6 +360,7 @@ class AuditStore:
 
     def _session_values(self, record: DiagnosisSession) -> dict[str, Any]:
         """The columns of a session as every backend holds them; the record names what had to change."""
+        _check_session_id(record.session_id)
         payload, changes = storable(record.model_dump(mode="json"))
         calls = self._unstorable.get if record.status == "running" else self._unstorable.pop
         places = [*changes, *calls(record.session_id, [])]
@@ -358,6 +373,30 @@ class AuditStore:
                   "self_evaluation": payload["self_evaluation"], "record": payload}
         _check_row(SessionRow.__table__, values, "save a session")
         return values
+
+    def claim_session(self, record: DiagnosisSession) -> None:
+        """Record a new run's session, refused when its id is already recorded: held by a live run, or
+        by one that ended. Runs under one id would share one record and one set of tool calls, which
+        the gatekeeper would take as the session's own."""
+        values = self._session_values(record)
+        statement = _insert(self.is_sqlite)(SessionRow).values(
+            session_id=record.session_id, created_at=record.created_at or values["updated_at"], **values)
+        statement = statement.on_conflict_do_nothing(index_elements=[SessionRow.session_id]).returning(
+            SessionRow.session_id)
+        with self._guard(), self._faults("save a session"), Session(self.engine) as db, db.begin():
+            claimed = db.execute(statement).first() is not None
+        if claimed:
+            return
+        with self._guard(), self._faults("read a session"), Session(self.engine) as db:
+            holder = db.get(SessionRow, record.session_id)
+            process = str(holder.record.get("process") or "") if holder and isinstance(holder.record, dict) else ""
+            status = holder.status if holder else "unknown"
+        if status == "running" and process.rpartition(":")[0] == socket.gethostname() and not _process_dead(process):
+            raise SessionIdRefused(f"session id {record.session_id!r} is held by a live run in process {process}; "
+                                   "a session id names one run: use another, or leave it unset")
+        raise SessionIdRefused(f"session id {record.session_id!r} is already recorded (status {status}"
+                               + (f", process {process}" if process else "")
+                               + "); a session id names one run: use another, or leave it unset")
 
     def save_session(self, record: DiagnosisSession) -> None:
         """Insert or update in one statement: concurrent savers of one session id never collide."""

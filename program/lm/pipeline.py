@@ -158,6 +158,8 @@ class Diagnosis(dspy.Module):
         run = _Run(question=question, session_id=session_id or f"diag-{uuid.uuid4().hex[:12]}",
                    lm_model=getattr(dspy.settings.lm, "model", "") or "", store=self.store, toolbox=self.toolbox,
                    language=language or question_language(question))
+        # A session id names one run: one already recorded is refused before this run writes anything.
+        run.store.claim_session(run.record)
         with dspy.context(callbacks=callbacks) if callbacks else nullcontext():
             if self.progress is not None:
                 self.progress("preflight")
@@ -176,7 +178,6 @@ class Diagnosis(dspy.Module):
                 raise
 
     def _run(self, run: _Run) -> dspy.Prediction:
-        run.store.save_session(run.record)
         self._plan(run)
         self._gather(run)
         checked = self._cite_and_check(run)

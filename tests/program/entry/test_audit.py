@@ -1,6 +1,7 @@
 import json
 import multiprocessing
 import os
+import re
 import socket
 import sqlite3
 import subprocess
@@ -9,11 +10,14 @@ import threading
 import uuid
 from contextlib import contextmanager
 
+import dspy
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
 
+from devset import load_cases
 from program.entry.audit import AuditStore, AuditStoreError, this_process
+from program.lm.pipeline import Diagnosis
 from signatures.contracts import (
     DiagnosisSession,
     EvidenceRef,
@@ -24,6 +28,7 @@ from signatures.contracts import (
     ToolInvocation,
     VerifierEvaluation,
 )
+from tests.support.good_lm import good_lm
 from tools.recorder import ToolInvocationRecorder
 
 
@@ -215,6 +220,17 @@ def test_a_value_longer_than_its_column_is_refused_on_every_backend(backend_url)
     store = AuditStore(backend_url)
     with pytest.raises(AuditStoreError, match="tool_name has 65 characters"):
         store.add_invocation(_invocation("s-long", **{"tool_name": "t" * 65}))
+    with pytest.raises(AuditStoreError, match="session id"):
+        store.claim_session(DiagnosisSession(session_id="s" * 65, query="q"))
+
+
+def test_a_session_id_that_would_change_when_stored_is_refused(store):
+    # Two ids that differ only in what no store can hold would become one record.
+    for session_id in ("a\ud800", "a\x00", ""):
+        with pytest.raises(AuditStoreError, match="session id"):
+            store.claim_session(DiagnosisSession(session_id=session_id, query="q"))
+        with pytest.raises(AuditStoreError, match="session id"):
+            store.add_invocation(_invocation(session_id))
 
 
 def test_old_records_with_unstorable_text_still_read(tmp_path):
@@ -226,6 +242,22 @@ def test_old_records_with_unstorable_text_still_read(tmp_path):
     record = AuditStore(f"sqlite:///{path}", read_only=True).get_session("old")
     assert record.answer == "x \ufffd y"
     json.loads(record.model_dump_json())
+
+
+QUESTION_CASE = "high_memory_positive"
+
+
+def _diagnose_under(url: str, session_id: str, start, results) -> None:
+    """One process's run under a given session id: its calls, or why it was refused."""
+    case = next(c for c in load_cases() if c["case_id"] == QUESTION_CASE)
+    program = Diagnosis(store=AuditStore(url))
+    start.wait()
+    try:
+        with dspy.context(lm=good_lm(case)):
+            done = program(question=case["question"], session_id=session_id)
+        results.put(("ran", os.getpid(), [inv.id for inv in done.invocations]))
+    except AuditStoreError as exc:
+        results.put(("refused", os.getpid(), str(exc)))
 
 
 def _in_processes(count: int, target, *args, answers: int | None = None) -> list:
@@ -241,6 +273,45 @@ def _in_processes(count: int, target, *args, answers: int | None = None) -> list
         worker.join(timeout=60)
         assert worker.exitcode == 0
     return answers
+
+
+def test_four_processes_under_one_session_id_one_runs_and_three_are_refused(backend_url):
+    AuditStore(backend_url)
+    shared = f"shared-{uuid.uuid4().hex[:8]}"
+    answers = _in_processes(4, _diagnose_under, backend_url, shared)
+    ran = [a for a in answers if a[0] == "ran"]
+    refused = [a for a in answers if a[0] == "refused"]
+    assert len(ran) == 1 and len(refused) == 3, answers
+    assert all(re.search(f"session id '{shared}' is (held by a live run|already recorded)", message)
+               for _, _, message in refused)
+    store = AuditStore(backend_url)
+    record = store.get_session(shared)
+    assert record.status == "completed" and record.process.endswith(f":{ran[0][1]}")
+    # Only the run that holds the id wrote under it: nothing of the refused runs is merged in.
+    assert [inv.id for inv in store.list_invocations(shared)] == ran[0][2]
+
+
+def test_a_session_id_is_refused_while_a_live_run_holds_it_and_after_it_finished(backend_url, cases):
+    store, held, done = AuditStore(backend_url), f"held-{uuid.uuid4().hex[:8]}", f"done-{uuid.uuid4().hex[:8]}"
+    holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        store.claim_session(DiagnosisSession(session_id=held, query="q", process=f"{socket.gethostname()}:{holder.pid}"))
+        with pytest.raises(AuditStoreError, match=f"'{held}' is held by a live run in process .*:{holder.pid}"):
+            store.claim_session(DiagnosisSession(session_id=held, query="another", process=this_process()))
+    finally:
+        holder.kill()
+        holder.wait()
+    assert store.get_session(held).query == "q"
+
+    case = cases[QUESTION_CASE]
+    with dspy.context(lm=good_lm(case)):
+        first = Diagnosis(store=store)(question=case["question"], session_id=done)
+        calls = [inv.id for inv in store.list_invocations(done)]
+        with pytest.raises(AuditStoreError, match=f"'{done}' is already recorded .status completed"):
+            Diagnosis(store=store)(question="只确认 payment-service 是否存在告警", session_id=done)
+    record = store.get_session(done)
+    assert record.query == case["question"] and record.answer == first.answer
+    assert [inv.id for inv in store.list_invocations(done)] == calls
 
 
 def _open_and_write(urls: list[str], start, results) -> None:
