@@ -26,6 +26,9 @@ def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | Audit
     """
     if not isinstance(question, str) or not question.strip():
         raise ValueError("question must be a non-empty string")
+    if storable(question)[1]:
+        # Bytes that are not UTF-8 reach Python as lone surrogates: such a question is not text.
+        raise ValueError("question must be UTF-8 text, without NUL or lone surrogates")
     language = answer_language(question, language)
     store = db if isinstance(db, AuditStore) else AuditStore(db)
     if program is None and compiled:

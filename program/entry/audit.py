@@ -1,13 +1,14 @@
 """Audit store: diagnosis sessions and tool invocations in SQL (SQLite by default, PostgreSQL too).
 
 One URL picks the database: the ``db`` argument, else ``DIAGNOSIS_DB``, else a SQLite file under
-``~/.grounded-diagnosis``. Every write is its own transaction; a session is saved with an upsert,
-so concurrent writers of one session never collide, but a run claims its session id first, and an
-id already recorded is refused, so two runs never share a record. Stores creating the schema of a
-new database at once do not collide. A store opened ``read_only`` never creates a database or a
-table. Faults of the database itself (a missing file, a corrupted page, a foreign schema, a row
-that is not a session) become an ``AuditStoreError`` that says what is wrong.
-A run killed mid-way is marked ``interrupted`` when the next writable store opens.
+``~/.grounded-diagnosis``; a URL of another database, or of an asyncio driver, is an
+``AuditURLError``. Every write is its own transaction; a session is saved with an upsert, so
+concurrent writers of one session never collide, but a run claims its session id first, and an id
+already recorded is refused, so two runs never share a record. Stores creating the schema of a new
+database at once do not collide. A store opened ``read_only`` never creates a database or a table.
+Faults of the database itself (a missing file, a corrupted page, a foreign schema, a full disk, a
+row that is not a session) become an ``AuditStoreError`` that says what is wrong. A run killed
+mid-way is marked ``interrupted`` when the next writable store opens.
 
 What a database or JSON cannot hold is changed in code before anything is written, the same way on
 every backend (``storable``), and the session's record names what changed (``audit.unstorable``):
@@ -54,13 +55,20 @@ class AuditStoreError(RuntimeError):
     """The audit database cannot be used as asked; the message says why and where."""
 
 
+class AuditURLError(AuditStoreError):
+    """The URL names no database this store can use: a bad setting, whatever the database holds."""
+
+
 class SessionIdRefused(AuditStoreError):
     """A run may not be recorded under this session id: another run holds it, or no store can keep it as it is."""
 
 
+BACKENDS = {"sqlite": "SQLite (sqlite:///path)", "postgresql": "PostgreSQL (postgresql+psycopg://…)"}
 # The key of the PostgreSQL advisory lock that serialises creating the schema.
 SCHEMA_LOCK = 0x6164_6974
 UNSTORABLE = "audit.unstorable"
+# A bug in deterministic code ends a run as failed with this error, and its traceback in the note.
+INTERNAL_ERROR, TRACEBACK = "pipeline.internal_error", "pipeline.traceback"
 # How many changed places a note names; the rest are counted.
 NOTE_PLACES = 20
 
@@ -90,8 +98,11 @@ def default_db_url() -> str:
     url = os.environ.get("DIAGNOSIS_DB")
     if url:
         return url
-    home = Path.home() / ".grounded-diagnosis"
-    home.mkdir(parents=True, exist_ok=True)
+    try:
+        home = Path.home() / ".grounded-diagnosis"
+        home.mkdir(parents=True, exist_ok=True)
+    except (OSError, RuntimeError) as exc:
+        raise AuditStoreError(f"no place for the default audit database ({exc}); set DIAGNOSIS_DB or --db") from None
     return f"sqlite:///{home / 'audit.db'}"
 
 
@@ -236,11 +247,10 @@ def _insert(is_sqlite: bool):
 
 class AuditStore:
     def __init__(self, url: str | None = None, *, read_only: bool = False):
-        self.url = url or default_db_url()
-        try:
-            parsed = make_url(self.url)
-        except ArgumentError as exc:
-            raise AuditStoreError(f"{self.url!r} is not a database URL: {exc}") from None
+        self.url = default_db_url() if url is None else url
+        parsed = _parse_url(self.url)
+        # What messages show: a password in the URL stays out of them.
+        self.shown_url = parsed.render_as_string(hide_password=True)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         in_memory = self.is_sqlite and (parsed.database in (None, "", ":memory:") or "mode=memory" in self.url)
         if read_only and self.is_sqlite and not in_memory and not Path(parsed.database).is_file():
@@ -254,8 +264,14 @@ class AuditStore:
         self._lock = threading.Lock() if self.is_sqlite else None
         # Per session id, what its tool calls had changed to be stored, for the note its record gets.
         self._unstorable: dict[str, list[str]] = {}
-        with self._faults("open"):
+        try:
             self.engine = create_engine(self.url, **kwargs)
+        except ImportError as exc:
+            raise AuditStoreError(f"audit database {self.shown_url}: its driver {parsed.get_driver_name()} is not "
+                                  f"installed ({exc}); for PostgreSQL: pip install -e '.[postgres]'") from None
+        except (ArgumentError, ValueError, TypeError) as exc:  # an option of the URL the driver cannot take
+            raise AuditURLError(f"audit database {self.shown_url}: the URL's options cannot be used: {exc}") from None
+        with self._faults("open"):
             if read_only:
                 self._check_schema()
             else:
@@ -270,9 +286,9 @@ class AuditStore:
             yield
         except SQLAlchemyError as exc:
             reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-            raise AuditStoreError(f"audit database {self.url}: cannot {what}: {reason}") from None
+            raise AuditStoreError(f"audit database {self.shown_url}: cannot {what}: {reason}") from None
         except ValueError as exc:  # a JSON column whose text is not JSON
-            raise AuditStoreError(f"audit database {self.url}: cannot {what}: a stored value is not valid JSON "
+            raise AuditStoreError(f"audit database {self.shown_url}: cannot {what}: a stored value is not valid JSON "
                                   f"({exc})") from None
 
     def _create_schema(self) -> None:
@@ -282,7 +298,7 @@ class AuditStore:
             if not self.is_sqlite:
                 encoding = db.execute(text("SHOW server_encoding")).scalar()
                 if encoding != "UTF8":
-                    raise AuditStoreError(f"audit database {self.url} is encoded {encoding}, which cannot hold "
+                    raise AuditStoreError(f"audit database {self.shown_url} is encoded {encoding}, which cannot hold "
                                           "every question and log line: the audit store needs a UTF8 database")
                 db.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
             for table in Base.metadata.sorted_tables:
@@ -294,12 +310,12 @@ class AuditStore:
         tables = inspect(self.engine).get_table_names()
         for table in Base.metadata.sorted_tables:
             if table.name not in tables:
-                raise AuditStoreError(f"{self.url} is not a grounded-diagnosis audit database "
+                raise AuditStoreError(f"{self.shown_url} is not a grounded-diagnosis audit database "
                                       f"(no table {table.name!r}; it has {', '.join(tables) or 'no tables'})")
             columns = {c["name"] for c in inspect(self.engine).get_columns(table.name)}
             missing = sorted({c.name for c in table.columns} - columns)
             if missing:
-                raise AuditStoreError(f"{self.url}: table {table.name!r} lacks column(s) {', '.join(missing)}")
+                raise AuditStoreError(f"{self.shown_url}: table {table.name!r} lacks column(s) {', '.join(missing)}")
 
     def mark_interrupted(self) -> list[str]:
         """Sessions left `running` by a process of this host that no longer exists are interrupted."""
@@ -423,8 +439,8 @@ class AuditStore:
 
     def list_sessions(self, limit: int = 20) -> tuple[list[DiagnosisSession], list[str]]:
         """The newest sessions that can be read, and a note for each row that cannot."""
-        if limit < 1:
-            raise ValueError("limit must be at least 1")
+        if not 1 <= limit <= MAX_ID:
+            raise ValueError(f"limit must be from 1 to {MAX_ID}")
         good, bad = [], []
         with self._guard(), self._faults("list sessions"), Session(self.engine) as db:
             ids = db.scalars(select(SessionRow.session_id).order_by(SessionRow.created_at.desc()).limit(limit)).all()
@@ -434,3 +450,28 @@ class AuditStore:
             except AuditStoreError as exc:
                 bad.append(str(exc))
         return good, bad
+
+
+def _parse_url(url: str):
+    """The URL of a database the store runs on; anything else is an AuditURLError that says why."""
+    if not url.strip():
+        raise AuditURLError("the audit database URL is empty")
+    if storable(url)[1]:
+        raise AuditURLError("the audit database URL holds NUL or lone surrogates (bytes that are not UTF-8)")
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError) as exc:  # a port that is not a number is a ValueError
+        # Not echoed: a URL that cannot be read cannot have its password hidden either.
+        raise AuditURLError(f"the audit database URL is not a database URL: {exc}") from None
+    backend = parsed.get_backend_name()
+    if backend not in BACKENDS:
+        raise AuditURLError(f"{parsed.render_as_string(hide_password=True)}: the audit store runs on "
+                            f"{' or '.join(BACKENDS.values())}, not {backend}")
+    try:
+        dialect = parsed.get_dialect()
+    except ArgumentError as exc:  # NoSuchModuleError: a driver name SQLAlchemy does not know
+        raise AuditURLError(f"{parsed.render_as_string(hide_password=True)} is not a database URL: {exc}") from None
+    if dialect.is_async:
+        raise AuditURLError(f"{parsed.render_as_string(hide_password=True)}: {parsed.get_driver_name()} is an asyncio "
+                            f"driver, and the audit store needs a plain one: {' or '.join(BACKENDS.values())}")
+    return parsed

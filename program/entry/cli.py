@@ -1,13 +1,17 @@
 """Command line: `python -m program ask "<question>"`, `audit <session_id>`, `sessions`.
 
-Exit codes: 0 done, 1 the LM cannot be used (unreachable, not configured, an engine this machine
-cannot run) or the session is unknown, 2 bad usage.
+Exit codes: 0 done; 1 the run failed (the LM cannot be used, or pipeline.internal_error), the audit
+database cannot be used (missing, corrupted, foreign, full, read-only, no driver) or the session is
+unknown, or the output's reader went away; 2 bad usage (a bad flag, setting or database URL, an
+argument that is not UTF-8); 130 interrupted. Every error is one line on stderr: a failed run's
+traceback is kept in its record.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -16,7 +20,15 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from program.entry.audit import AuditStore, AuditStoreError
+from program.entry.audit import (
+    INTERNAL_ERROR,
+    MAX_ID,
+    TRACEBACK,
+    AuditStore,
+    AuditStoreError,
+    AuditURLError,
+    storable,
+)
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from signatures.contracts import DiagnosisResult, DiagnosisSession
 
@@ -80,13 +92,17 @@ class StageProgress:
             self.console.print(f"diagnosis took {time.perf_counter() - self.begun:.1f} s")
 
 
-def _positive(text: str) -> int:
+def _count(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        shown = text if len(text) <= 40 else text[:39] + "…"
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value > MAX_ID:
+        # What a database takes as a LIMIT; more than the sessions there are lists them all.
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_ID}")
     return value
 
 
@@ -136,7 +152,11 @@ def print_audit(console: Console, record: DiagnosisSession, invocations) -> None
         if d.evidence_status == "failed":
             console.print(f"    [red]failed[/]: {_clip(d.message, 200)}")
     for note in record.notes:
-        console.print(f"  [cyan]note {_plain(note.rule)}[/]: {_clip(note.message, 200)}")
+        if note.rule == TRACEBACK:
+            # What the one-line error of a failed run points to: shown whole.
+            console.print(f"  [cyan]note {note.rule}[/]:\n{_plain(note.message)}")
+        else:
+            console.print(f"  [cyan]note {_plain(note.rule)}[/]: {_clip(note.message, 200)}")
     for attempt in record.executor_attempts:
         gate = attempt.gatekeeper_result
         console.print(f"\n[bold]executor attempt {attempt.attempt}[/]  parse={attempt.parse_status.status}  "
@@ -208,8 +228,12 @@ def main(argv: list[str] | None = None) -> int:
     audit.add_argument("session_id")
     audit.add_argument("--json", action="store_true", help="print the stored audit record as JSON")
     sessions = sub.add_parser("sessions", help="list recent sessions")
-    sessions.add_argument("--limit", type=_positive, default=20, help="how many sessions (at least 1)")
+    sessions.add_argument("--limit", type=_count, default=20, help=f"how many sessions (1 to {MAX_ID})")
     args = parser.parse_args(argv)
+    for name, value in vars(args).items():
+        # Bytes that are not UTF-8 reach Python as lone surrogates: such an argument is not text.
+        if isinstance(value, str) and storable(value)[1]:
+            parser.error(f"argument {name}: not UTF-8 text")
 
     # Stored text is printed as it is: ":warning:" in a log line stays those characters.
     console = Console(stderr=False, emoji=False)
@@ -218,8 +242,18 @@ def main(argv: list[str] | None = None) -> int:
         # Reading never creates a database: a missing one is an error, not an empty list.
         store = AuditStore(args.db, read_only=args.command != "ask")
         return _run(args, store, console, errors)
+    except AuditURLError as exc:
+        errors.print(f"error: {_plain(exc)}")
+        return 2
     except AuditStoreError as exc:
         errors.print(f"error: {_plain(exc)}")
+        return 1
+    except KeyboardInterrupt:
+        errors.print("error: interrupted; a run that had started is recorded as interrupted")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`): nothing is left to tell, and the exit must not write again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
 
 
@@ -246,12 +280,18 @@ def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
             errors.print(_plain(f"error: the language model cannot be used ({lm_problem.rule}): {lm_problem.message}. "
                                 f"The run was recorded as failed ({result.session_id}).{hint}"))
             return 1
+        bug = next((e for e in result.errors if e.rule == INTERNAL_ERROR), None)
+        if bug:
+            errors.print(_plain(f"error: the diagnosis failed ({bug.rule}: {' '.join(bug.message.split())}); "
+                                f"the run was recorded as failed with its traceback: "
+                                f"python -m program audit {result.session_id}"))
+            return 1
         return 0
 
     if args.command == "audit":
         record = store.get_session(args.session_id)
         if record is None:
-            errors.print(_plain(f"error: unknown session {args.session_id!r} in {store.url}"))
+            errors.print(_plain(f"error: unknown session {args.session_id!r} in {store.shown_url}"))
             return 1
         if args.json:
             print(record.model_dump_json(indent=2))
@@ -259,7 +299,7 @@ def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
             print_audit(console, record, store.list_invocations(args.session_id))
         return 0
 
-    table = Table(title=_plain(f"sessions in {store.url}"))
+    table = Table(title=_plain(f"sessions in {store.shown_url}"))
     for column in ("session", "verdict", "status", "question"):
         table.add_column(column, overflow="fold")
     good, bad = store.list_sessions(limit=args.limit)

@@ -7,8 +7,8 @@ and the run fails closed (LOW_CONFID or REJECT), it never crashes and never pass
 
 from __future__ import annotations
 
-import logging
 import time
+import traceback
 import uuid
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import dspy
 from dspy.utils.callback import BaseCallback
 
-from program.entry.audit import AuditStore, this_process
+from program.entry.audit import INTERNAL_ERROR, TRACEBACK, AuditStore, this_process
 from program.evidence.answer import deterministic_answer, fact_line, scan_answer
 from program.evidence.checks import Checked, check_citations
 from program.evidence.language import question_language, say
@@ -71,7 +71,6 @@ from tools.declaration import Toolbox
 from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder, render_observations
 
-log = logging.getLogger(__name__)
 PLAN_LIMITS = {"target_services": 3, "topics": 3, "excluded_topics": 6}
 PLAN_CHOSEN_EXCLUSIONS = 2
 JUDGEMENT_VERDICT = {"supported": "PASS", "over-reaches": "LOW_CONFID", "contradicted": "REJECT"}
@@ -169,9 +168,10 @@ class Diagnosis(dspy.Module):
             try:
                 return self._run(run)
             except Exception as exc:
-                # A bug in deterministic code must not surface as a crash or a PASS: record it and fail closed.
-                log.exception("diagnosis %s failed", run.session_id)
-                return run.fail(Finding(rule="pipeline.internal_error", message=f"{type(exc).__name__}: {exc}"))
+                # A bug in deterministic code must not surface as a crash or a PASS: record it, with the
+                # traceback kept in the record rather than printed, and fail closed.
+                run.record.notes.append(Finding(rule=TRACEBACK, message=traceback.format_exc()))
+                return run.fail(Finding(rule=INTERNAL_ERROR, message=f"{type(exc).__name__}: {exc}"))
             except BaseException:
                 # Ctrl-C or a shutdown: the record says so on the way out, then the interrupt goes on.
                 run.interrupted()
