@@ -157,12 +157,17 @@ def _storable_text(text: str) -> tuple[str, str]:
     return text, " and ".join(what)
 
 
+def _recordable(session_id: Any) -> bool:
+    return (isinstance(session_id, str) and 0 < len(session_id) <= SessionRow.__table__.c.session_id.type.length
+            and not storable(session_id)[1])
+
+
 def _check_session_id(session_id: Any) -> None:
     """An id no store keeps as it is would merge runs whose ids differ only there, so it is refused."""
-    limit = SessionRow.__table__.c.session_id.type.length
-    if not isinstance(session_id, str) or not session_id or storable(session_id)[1] or len(session_id) > limit:
-        raise SessionIdRefused(f"session id {session_id!r} cannot be recorded: a session id is 1 to {limit} "
-                               "characters of text, without NUL or lone surrogates")
+    if not _recordable(session_id):
+        raise SessionIdRefused(f"session id {session_id!r} cannot be recorded: a session id is 1 to "
+                               f"{SessionRow.__table__.c.session_id.type.length} characters of text, "
+                               "without NUL or lone surrogates")
 
 
 def _check_row(table: Table, values: dict[str, Any], what: str) -> None:
@@ -368,6 +373,9 @@ class AuditStore:
             return {row.id: _to_invocation(row) for row in rows}
 
     def list_invocations(self, session_id: str) -> list[ToolInvocation]:
+        # An id no session can have is simply not there, on every backend (PostgreSQL refuses NUL in a query).
+        if not _recordable(session_id):
+            return []
         with self._guard(), self._faults("read tool calls"), Session(self.engine) as db:
             rows = db.scalars(
                 select(InvocationRow).where(InvocationRow.session_id == session_id).order_by(InvocationRow.id)
@@ -433,6 +441,8 @@ class AuditStore:
                                   f"{exc.error_count()} problem(s), first: {exc.errors()[0]['msg']}") from None
 
     def get_session(self, session_id: str) -> DiagnosisSession | None:
+        if not _recordable(session_id):
+            return None
         with self._guard(), self._faults("read a session"), Session(self.engine) as db:
             row = db.get(SessionRow, session_id)
             return None if row is None else self._validate(row)
