@@ -386,8 +386,7 @@ class AuditStore:
         """The columns of a session as every backend holds them; the record names what had to change."""
         _check_session_id(record.session_id)
         payload, changes = storable(record.model_dump(mode="json"))
-        calls = self._unstorable.get if record.status == "running" else self._unstorable.pop
-        places = [*changes, *calls(record.session_id, [])]
+        places = [*changes, *self._unstorable.get(record.session_id, [])]
         if places:
             note = _unstorable_note(places).model_dump(mode="json")
             if note not in payload["notes"]:
@@ -430,6 +429,9 @@ class AuditStore:
         statement = statement.on_conflict_do_update(index_elements=[SessionRow.session_id], set_=values)
         with self._guard(), self._faults("save a session"), Session(self.engine) as db, db.begin():
             db.execute(statement)
+        if record.status != "running":
+            # The run has ended and its record holds the note: no more tool calls will come for it.
+            self._unstorable.pop(record.session_id, None)
 
     @staticmethod
     def _validate(row: SessionRow) -> DiagnosisSession:

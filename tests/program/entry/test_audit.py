@@ -14,6 +14,8 @@ import dspy
 import pytest
 from sqlalchemy import create_engine, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Session
 
 from devset import load_cases
 from program.entry.audit import AuditStore, AuditStoreError, this_process
@@ -389,3 +391,21 @@ def test_a_log_line_no_backend_can_hold_is_recorded_and_cited_as_stored(backend_
     store.save_session(store.get_session(session_id).model_copy(update={"status": "completed"}))
     (note,) = [n for n in store.get_session(session_id).notes if n.rule == "audit.unstorable"]
     assert f"tool call #{invocation.id} output.logs[0].message" in note.message
+
+
+def test_the_note_of_a_run_s_tool_calls_survives_a_final_save_that_failed(store, monkeypatch):
+    store.claim_session(DiagnosisSession(session_id="s", query="q", process=this_process()))
+    call = store.add_invocation(_invocation("s", output={"message": UNSTORABLE}))
+    ended = store.get_session("s").model_copy(update={"status": "completed"})
+    real_execute = Session.execute
+
+    def full_once(db, statement, *args, **kwargs):
+        monkeypatch.setattr(Session, "execute", real_execute)
+        raise OperationalError("insert", {}, sqlite3.OperationalError("database or disk is full"))
+
+    monkeypatch.setattr(Session, "execute", full_once)
+    with pytest.raises(AuditStoreError, match="database or disk is full"):
+        store.save_session(ended)
+    store.save_session(ended.model_copy(update={"status": "failed"}))
+    (note,) = [n for n in store.get_session("s").notes if n.rule == "audit.unstorable"]
+    assert f"tool call #{call.id} output.message" in note.message
