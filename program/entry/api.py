@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from program.entry.audit import AuditStore
+from program.entry.audit import AuditStore, storable
 from program.evidence.language import answer_language
 from program.lm.adapter import adapter_for
 from program.lm.compiled import load_program
@@ -26,6 +26,9 @@ def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | Audit
     """
     if not isinstance(question, str) or not question.strip():
         raise ValueError("question must be a non-empty string")
+    if storable(question)[1]:
+        # Bytes that are not UTF-8 reach Python as lone surrogates: such a question is not text.
+        raise ValueError("question must be UTF-8 text, without NUL or lone surrogates")
     language = answer_language(question, language)
     store = db if isinstance(db, AuditStore) else AuditStore(db)
     if program is None and compiled:
@@ -35,4 +38,7 @@ def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | Audit
     program.progress = progress
     model = resolve_lm(lm)
     with dspy.context(lm=model, adapter=adapter_for(model)):
-        return program(question=question.strip(), language=language).result
+        result = program(question=question.strip(), language=language).result
+    # An LM may write what JSON cannot print: the result says it as the audit record keeps it.
+    shown, changed = storable(result.model_dump(mode="json"))
+    return DiagnosisResult.model_validate(shown) if changed else result

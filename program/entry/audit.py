@@ -1,19 +1,27 @@
 """Audit store: diagnosis sessions and tool invocations in SQL (SQLite by default, PostgreSQL too).
 
 One URL picks the database: the ``db`` argument, else ``DIAGNOSIS_DB``, else a SQLite file under
-``~/.grounded-diagnosis``. Every write is its own transaction; a session is saved with an upsert,
-so concurrent writers of one session never collide. A store opened ``read_only`` never creates a
-database or a table. Faults of the database itself (a missing file, a corrupted page, a foreign
-schema, a row that is not a session) become an ``AuditStoreError`` that says what is wrong.
-A run killed mid-way is marked ``interrupted`` when the next writable store opens.
+``~/.grounded-diagnosis``; a URL of another database, or of an asyncio driver, is an
+``AuditURLError``. Every write is its own transaction; a session is saved with an upsert, so
+concurrent writers of one session never collide, but a run claims its session id first, and an id
+already recorded is refused, so two runs never share a record. Stores creating the schema of a new
+database at once do not collide. A store opened ``read_only`` never creates a database or a table.
+Faults of the database itself (a missing file, a corrupted page, a foreign schema, a full disk, a
+row that is not a session) become an ``AuditStoreError`` that says what is wrong. A run killed
+mid-way is marked ``interrupted`` when the next writable store opens.
+
+What a database or JSON cannot hold is changed in code before anything is written, the same way on
+every backend (``storable``), and the session's record names what changed (``audit.unstorable``):
+the record, and so the verdict, never depends on which database keeps it.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import threading
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
@@ -27,21 +35,42 @@ from sqlalchemy import (
     Float,
     Integer,
     String,
+    Table,
     Text,
     create_engine,
     inspect,
     select,
+    text,
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
+from sqlalchemy.schema import CreateIndex, CreateTable
 
 from signatures.contracts import DiagnosisSession, Finding, ToolInvocation
 
 
 class AuditStoreError(RuntimeError):
     """The audit database cannot be used as asked; the message says why and where."""
+
+
+class AuditURLError(AuditStoreError):
+    """The URL names no database this store can use: a bad setting, whatever the database holds."""
+
+
+class SessionIdRefused(AuditStoreError):
+    """A run may not be recorded under this session id: another run holds it, or no store can keep it as it is."""
+
+
+BACKENDS = {"sqlite": "SQLite (sqlite:///path)", "postgresql": "PostgreSQL (postgresql+psycopg://…)"}
+# The key of the PostgreSQL advisory lock that serialises creating the schema.
+SCHEMA_LOCK = 0x6164_6974
+UNSTORABLE = "audit.unstorable"
+# A bug in deterministic code ends a run as failed with this error, and its traceback in the note.
+INTERNAL_ERROR, TRACEBACK = "pipeline.internal_error", "pipeline.traceback"
+# How many changed places a note names; the rest are counted.
+NOTE_PLACES = 20
 
 
 def this_process() -> str:
@@ -69,9 +98,96 @@ def default_db_url() -> str:
     url = os.environ.get("DIAGNOSIS_DB")
     if url:
         return url
-    home = Path.home() / ".grounded-diagnosis"
-    home.mkdir(parents=True, exist_ok=True)
+    try:
+        home = Path.home() / ".grounded-diagnosis"
+        home.mkdir(parents=True, exist_ok=True)
+    except (OSError, RuntimeError) as exc:
+        raise AuditStoreError(f"no place for the default audit database ({exc}); set DIAGNOSIS_DB or --db") from None
     return f"sqlite:///{home / 'audit.db'}"
+
+
+def storable(value: Any) -> tuple[Any, list[str]]:
+    """`value` as every backend of the store and JSON hold it, and each place that changed, with how.
+
+    Lone surrogates are not UTF-8 text, and PostgreSQL text refuses NUL, so both become U+FFFD (a
+    surrogate pair split into two code points is joined); a float JSON has no form for (NaN, ±inf)
+    becomes null; a key that is not a string, and any other value JSON has no form for, its str().
+    Applied on every backend alike, so what is stored never depends on the database."""
+    changes: list[str] = []
+    return _storable(value, "", changes), changes
+
+
+def _storable(value: Any, place: str, changes: list[str]) -> Any:
+    if isinstance(value, str):
+        clean, what = _storable_text(value)
+        if what:
+            changes.append(f"{place or 'the value'} ({what} replaced by U+FFFD)")
+        return clean
+    if value is None or isinstance(value, bool | int):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value):
+            return value
+        changes.append(f"{place or 'the value'} ({value} stored as null)")
+        return None
+    if isinstance(value, Mapping):
+        clean = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                changes.append(f"{place or 'the object'} (key {key!r} stored as text)")
+            name = _storable(str(key), f"{place or 'the object'} key", changes)
+            clean[name] = _storable(item, f"{place}.{name}" if place else name, changes)
+        return clean
+    if isinstance(value, list | tuple):
+        return [_storable(item, f"{place}[{i}]", changes) for i, item in enumerate(value)]
+    changes.append(f"{place or 'the value'} (a {type(value).__name__} stored as its text)")
+    return _storable(str(value), place, [])
+
+
+def _storable_text(text: str) -> tuple[str, str]:
+    what = []
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
+        what.append("lone surrogates")
+    if "\x00" in text:
+        text = text.replace("\x00", "\N{REPLACEMENT CHARACTER}")
+        what.append("NUL")
+    return text, " and ".join(what)
+
+
+def _recordable(session_id: Any) -> bool:
+    return (isinstance(session_id, str) and 0 < len(session_id) <= SessionRow.__table__.c.session_id.type.length
+            and not storable(session_id)[1])
+
+
+def _check_session_id(session_id: Any) -> None:
+    """An id no store keeps as it is would merge runs whose ids differ only there, so it is refused."""
+    if not _recordable(session_id):
+        raise SessionIdRefused(f"session id {session_id!r} cannot be recorded: a session id is 1 to "
+                               f"{SessionRow.__table__.c.session_id.type.length} characters of text, "
+                               "without NUL or lone surrogates")
+
+
+def _check_row(table: Table, values: dict[str, Any], what: str) -> None:
+    """What a column would refuse on one backend and take on another (SQLite keeps a string longer
+    than its column, PostgreSQL refuses it) is refused here, on all of them."""
+    for column in table.columns:
+        if column.name not in values:
+            continue
+        value, length = values[column.name], getattr(column.type, "length", None)
+        if value is None and not column.nullable:
+            raise AuditStoreError(f"cannot {what}: {column.name} has no value")
+        if length and isinstance(value, str) and len(value) > length:
+            raise AuditStoreError(f"cannot {what}: {column.name} has {len(value)} characters; "
+                                  f"the audit store holds at most {length}")
+
+
+def _unstorable_note(places: list[str]) -> Finding:
+    named = "; ".join(places[:NOTE_PLACES]) + (f"; and {len(places) - NOTE_PLACES} more"
+                                                if len(places) > NOTE_PLACES else "")
+    return Finding(rule=UNSTORABLE, message=f"changed to be stored, as on every backend: {named}")
 
 
 class Base(DeclarativeBase):
@@ -109,29 +225,37 @@ class InvocationRow(Base):
 
 
 def _to_invocation(row: InvocationRow) -> ToolInvocation:
+    # Rows written before text was made storable may still hold what JSON cannot print.
+    stored, _ = storable({"input": row.input, "output": row.output, "output_preview": row.output_preview,
+                          "retrieval_details": row.retrieval_details})
+    output = stored["output"]
     return ToolInvocation(
         id=row.id,
         session_id=row.session_id,
         tool_name=row.tool_name,
-        input=row.input,
-        output=row.output,
-        output_preview=row.output_preview,
-        retrieval_details=row.retrieval_details,
+        **stored,
         success=row.success,
         # The tool's output names its source; keeping it there needs no column an older database lacks.
-        source=str(row.output.get("source") or "") if isinstance(row.output, dict) else "",
+        source=str(output.get("source") or "") if isinstance(output, dict) else "",
         latency_ms=row.latency_ms,
         created_at=row.created_at,
     )
 
 
+def _insert(is_sqlite: bool):
+    if is_sqlite:
+        from sqlalchemy.dialects.sqlite import insert
+    else:
+        from sqlalchemy.dialects.postgresql import insert
+    return insert
+
+
 class AuditStore:
     def __init__(self, url: str | None = None, *, read_only: bool = False):
-        self.url = url or default_db_url()
-        try:
-            parsed = make_url(self.url)
-        except ArgumentError as exc:
-            raise AuditStoreError(f"{self.url!r} is not a database URL: {exc}") from None
+        self.url = default_db_url() if url is None else url
+        parsed = _parse_url(self.url)
+        # What messages show: a password in the URL stays out of them.
+        self.shown_url = parsed.render_as_string(hide_password=True)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
         in_memory = self.is_sqlite and (parsed.database in (None, "", ":memory:") or "mode=memory" in self.url)
         if read_only and self.is_sqlite and not in_memory and not Path(parsed.database).is_file():
@@ -143,12 +267,20 @@ class AuditStore:
             kwargs = {"connect_args": {"check_same_thread": False, "timeout": 30}}
         # SQLite allows one writer at a time; serialising here turns "database is locked" into a wait.
         self._lock = threading.Lock() if self.is_sqlite else None
-        with self._faults("open"):
+        # Per session id, what its tool calls had changed to be stored, for the note its record gets.
+        self._unstorable: dict[str, list[str]] = {}
+        try:
             self.engine = create_engine(self.url, **kwargs)
+        except ImportError as exc:
+            raise AuditStoreError(f"audit database {self.shown_url}: its driver {parsed.get_driver_name()} is not "
+                                  f"installed ({exc}); for PostgreSQL: pip install -e '.[postgres]'") from None
+        except (ArgumentError, ValueError, TypeError) as exc:  # an option of the URL the driver cannot take
+            raise AuditURLError(f"audit database {self.shown_url}: the URL's options cannot be used: {exc}") from None
+        with self._faults("open"):
             if read_only:
                 self._check_schema()
             else:
-                Base.metadata.create_all(self.engine)
+                self._create_schema()
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         if not read_only:
             self.mark_interrupted()
@@ -159,21 +291,36 @@ class AuditStore:
             yield
         except SQLAlchemyError as exc:
             reason = str(getattr(exc, "orig", None) or exc).splitlines()[0]
-            raise AuditStoreError(f"audit database {self.url}: cannot {what}: {reason}") from None
+            raise AuditStoreError(f"audit database {self.shown_url}: cannot {what}: {reason}") from None
         except ValueError as exc:  # a JSON column whose text is not JSON
-            raise AuditStoreError(f"audit database {self.url}: cannot {what}: a stored value is not valid JSON "
+            raise AuditStoreError(f"audit database {self.shown_url}: cannot {what}: a stored value is not valid JSON "
                                   f"({exc})") from None
+
+    def _create_schema(self) -> None:
+        """IF NOT EXISTS, so stores opening one new database at once never collide on a table. PostgreSQL
+        also takes a lock for it: there, two such statements at once can still collide on its catalog."""
+        with self.engine.begin() as db:
+            if not self.is_sqlite:
+                encoding = db.execute(text("SHOW server_encoding")).scalar()
+                if encoding != "UTF8":
+                    raise AuditStoreError(f"audit database {self.shown_url} is encoded {encoding}, which cannot hold "
+                                          "every question and log line: the audit store needs a UTF8 database")
+                db.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": SCHEMA_LOCK})
+            for table in Base.metadata.sorted_tables:
+                db.execute(CreateTable(table, if_not_exists=True))
+                for index in table.indexes:
+                    db.execute(CreateIndex(index, if_not_exists=True))
 
     def _check_schema(self) -> None:
         tables = inspect(self.engine).get_table_names()
         for table in Base.metadata.sorted_tables:
             if table.name not in tables:
-                raise AuditStoreError(f"{self.url} is not a grounded-diagnosis audit database "
+                raise AuditStoreError(f"{self.shown_url} is not a grounded-diagnosis audit database "
                                       f"(no table {table.name!r}; it has {', '.join(tables) or 'no tables'})")
             columns = {c["name"] for c in inspect(self.engine).get_columns(table.name)}
             missing = sorted({c.name for c in table.columns} - columns)
             if missing:
-                raise AuditStoreError(f"{self.url}: table {table.name!r} lacks column(s) {', '.join(missing)}")
+                raise AuditStoreError(f"{self.shown_url}: table {table.name!r} lacks column(s) {', '.join(missing)}")
 
     def mark_interrupted(self) -> list[str]:
         """Sessions left `running` by a process of this host that no longer exists are interrupted."""
@@ -196,21 +343,25 @@ class AuditStore:
         return self._lock if self._lock is not None else nullcontext()
 
     def add_invocation(self, invocation: ToolInvocation) -> ToolInvocation:
+        """Store one tool call as every backend holds it, and return it as stored: what the run goes on
+        to read and cite is what the record keeps."""
+        _check_session_id(invocation.session_id)
+        values, changes = storable({
+            "tool_name": invocation.tool_name, "input": invocation.input, "output": invocation.output,
+            "output_preview": invocation.output_preview,
+            "retrieval_details": invocation.retrieval_details.model_dump(mode="json"),
+            "success": invocation.success, "latency_ms": invocation.latency_ms})
+        values.update(session_id=invocation.session_id, created_at=invocation.created_at or datetime.now(UTC))
+        _check_row(InvocationRow.__table__, values, "record a tool call")
         with self._guard(), self._faults("record a tool call"), Session(self.engine) as db, db.begin():
-            row = InvocationRow(
-                session_id=invocation.session_id,
-                tool_name=invocation.tool_name,
-                input=invocation.input,
-                output=invocation.output,
-                output_preview=invocation.output_preview,
-                retrieval_details=invocation.retrieval_details.model_dump(mode="json"),
-                success=invocation.success,
-                latency_ms=invocation.latency_ms,
-                created_at=invocation.created_at or datetime.now(UTC),
-            )
+            row = InvocationRow(**values)
             db.add(row)
             db.flush()
-            return _to_invocation(row)
+            stored = _to_invocation(row)
+        if changes:
+            self._unstorable.setdefault(invocation.session_id, []).extend(
+                f"tool call #{stored.id} {change}" for change in changes)
+        return stored
 
     def get_invocations(self, ids: Iterable[int]) -> dict[int, ToolInvocation]:
         # An id no database column can hold (10**30) is simply not there: the gatekeeper calls it unknown.
@@ -222,45 +373,86 @@ class AuditStore:
             return {row.id: _to_invocation(row) for row in rows}
 
     def list_invocations(self, session_id: str) -> list[ToolInvocation]:
+        # An id no session can have is simply not there, on every backend (PostgreSQL refuses NUL in a query).
+        if not _recordable(session_id):
+            return []
         with self._guard(), self._faults("read tool calls"), Session(self.engine) as db:
             rows = db.scalars(
                 select(InvocationRow).where(InvocationRow.session_id == session_id).order_by(InvocationRow.id)
             ).all()
             return [_to_invocation(row) for row in rows]
 
+    def _session_values(self, record: DiagnosisSession) -> dict[str, Any]:
+        """The columns of a session as every backend holds them; the record names what had to change."""
+        _check_session_id(record.session_id)
+        payload, changes = storable(record.model_dump(mode="json"))
+        places = [*changes, *self._unstorable.get(record.session_id, [])]
+        if places:
+            note = _unstorable_note(places).model_dump(mode="json")
+            if note not in payload["notes"]:
+                payload["notes"].append(note)
+        values = {"query": payload["query"], "status": payload["status"], "verdict": payload["verdict"],
+                  "answer": payload["answer"], "updated_at": datetime.now(UTC),
+                  "self_evaluation": payload["self_evaluation"], "record": payload}
+        _check_row(SessionRow.__table__, values, "save a session")
+        return values
+
+    def claim_session(self, record: DiagnosisSession) -> None:
+        """Record a new run's session, refused when its id is already recorded: held by a live run, or
+        by one that ended. Runs under one id would share one record and one set of tool calls, which
+        the gatekeeper would take as the session's own."""
+        values = self._session_values(record)
+        statement = _insert(self.is_sqlite)(SessionRow).values(
+            session_id=record.session_id, created_at=record.created_at or values["updated_at"], **values)
+        statement = statement.on_conflict_do_nothing(index_elements=[SessionRow.session_id]).returning(
+            SessionRow.session_id)
+        with self._guard(), self._faults("save a session"), Session(self.engine) as db, db.begin():
+            claimed = db.execute(statement).first() is not None
+        if claimed:
+            return
+        with self._guard(), self._faults("read a session"), Session(self.engine) as db:
+            holder = db.get(SessionRow, record.session_id)
+            process = str(holder.record.get("process") or "") if holder and isinstance(holder.record, dict) else ""
+            status = holder.status if holder else "unknown"
+        if status == "running" and process.rpartition(":")[0] == socket.gethostname() and not _process_dead(process):
+            raise SessionIdRefused(f"session id {record.session_id!r} is held by a live run in process {process}; "
+                                   "a session id names one run: use another, or leave it unset")
+        raise SessionIdRefused(f"session id {record.session_id!r} is already recorded (status {status}"
+                               + (f", process {process}" if process else "")
+                               + "); a session id names one run: use another, or leave it unset")
+
     def save_session(self, record: DiagnosisSession) -> None:
         """Insert or update in one statement: concurrent savers of one session id never collide."""
-        now = datetime.now(UTC)
-        payload = record.model_dump(mode="json")
-        values = {"query": record.query, "status": record.status, "verdict": record.verdict, "answer": record.answer,
-                  "updated_at": now, "self_evaluation": payload["self_evaluation"], "record": payload}
-        if self.is_sqlite:
-            from sqlalchemy.dialects.sqlite import insert
-        else:
-            from sqlalchemy.dialects.postgresql import insert
-        statement = insert(SessionRow).values(session_id=record.session_id, created_at=record.created_at or now,
-                                              **values)
+        values = self._session_values(record)
+        statement = _insert(self.is_sqlite)(SessionRow).values(
+            session_id=record.session_id, created_at=record.created_at or values["updated_at"], **values)
         statement = statement.on_conflict_do_update(index_elements=[SessionRow.session_id], set_=values)
         with self._guard(), self._faults("save a session"), Session(self.engine) as db, db.begin():
             db.execute(statement)
+        if record.status != "running":
+            # The run has ended and its record holds the note: no more tool calls will come for it.
+            self._unstorable.pop(record.session_id, None)
 
     @staticmethod
     def _validate(row: SessionRow) -> DiagnosisSession:
         try:
-            return DiagnosisSession.model_validate(row.record)
+            # Records written before text was made storable may still hold what JSON cannot print.
+            return DiagnosisSession.model_validate(storable(row.record)[0])
         except ValidationError as exc:
             raise AuditStoreError(f"session {row.session_id!r} is stored in a form this version cannot read: "
                                   f"{exc.error_count()} problem(s), first: {exc.errors()[0]['msg']}") from None
 
     def get_session(self, session_id: str) -> DiagnosisSession | None:
+        if not _recordable(session_id):
+            return None
         with self._guard(), self._faults("read a session"), Session(self.engine) as db:
             row = db.get(SessionRow, session_id)
             return None if row is None else self._validate(row)
 
     def list_sessions(self, limit: int = 20) -> tuple[list[DiagnosisSession], list[str]]:
         """The newest sessions that can be read, and a note for each row that cannot."""
-        if limit < 1:
-            raise ValueError("limit must be at least 1")
+        if not 1 <= limit <= MAX_ID:
+            raise ValueError(f"limit must be from 1 to {MAX_ID}")
         good, bad = [], []
         with self._guard(), self._faults("list sessions"), Session(self.engine) as db:
             ids = db.scalars(select(SessionRow.session_id).order_by(SessionRow.created_at.desc()).limit(limit)).all()
@@ -270,3 +462,28 @@ class AuditStore:
             except AuditStoreError as exc:
                 bad.append(str(exc))
         return good, bad
+
+
+def _parse_url(url: str):
+    """The URL of a database the store runs on; anything else is an AuditURLError that says why."""
+    if not url.strip():
+        raise AuditURLError("the audit database URL is empty")
+    if storable(url)[1]:
+        raise AuditURLError("the audit database URL holds NUL or lone surrogates (bytes that are not UTF-8)")
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError) as exc:  # a port that is not a number is a ValueError
+        # Not echoed: a URL that cannot be read cannot have its password hidden either.
+        raise AuditURLError(f"the audit database URL is not a database URL: {exc}") from None
+    backend = parsed.get_backend_name()
+    if backend not in BACKENDS:
+        raise AuditURLError(f"{parsed.render_as_string(hide_password=True)}: the audit store runs on "
+                            f"{' or '.join(BACKENDS.values())}, not {backend}")
+    try:
+        dialect = parsed.get_dialect()
+    except ArgumentError as exc:  # NoSuchModuleError: a driver name SQLAlchemy does not know
+        raise AuditURLError(f"{parsed.render_as_string(hide_password=True)} is not a database URL: {exc}") from None
+    if dialect.is_async:
+        raise AuditURLError(f"{parsed.render_as_string(hide_password=True)}: {parsed.get_driver_name()} is an asyncio "
+                            f"driver, and the audit store needs a plain one: {' or '.join(BACKENDS.values())}")
+    return parsed

@@ -1,21 +1,34 @@
 """Command line: `python -m program ask "<question>"`, `audit <session_id>`, `sessions`.
 
-Exit codes: 0 done, 1 the LM cannot be used (unreachable, not configured, an engine this machine
-cannot run) or the session is unknown, 2 bad usage.
+Exit codes: 0 done; 1 the run failed (the LM cannot be used, or pipeline.internal_error), the audit
+database cannot be used (missing, corrupted, foreign, full, read-only, no driver) or the session is
+unknown, or the output's reader went away; 2 bad usage (a bad flag, setting or database URL, an
+argument that is not UTF-8); 130 interrupted. Every error is one line on stderr: a failed run's
+traceback is kept in its record.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from program.entry.audit import AuditStore, AuditStoreError
+from program.entry.audit import (
+    INTERNAL_ERROR,
+    MAX_ID,
+    TRACEBACK,
+    AuditStore,
+    AuditStoreError,
+    AuditURLError,
+    storable,
+)
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from signatures.contracts import DiagnosisResult, DiagnosisSession
 
@@ -79,25 +92,35 @@ class StageProgress:
             self.console.print(f"diagnosis took {time.perf_counter() - self.begun:.1f} s")
 
 
-def _positive(text: str) -> int:
+def _count(text: str) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        shown = text if len(text) <= 40 else text[:39] + "…"
+        raise argparse.ArgumentTypeError(f"{shown!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    if value > MAX_ID:
+        # What a database takes as a LIMIT; more than the sessions there are lists them all.
+        raise argparse.ArgumentTypeError(f"must be at most {MAX_ID}")
     return value
+
+
+def _plain(value) -> str:
+    """Stored text as it is: never read as rich markup, whatever brackets it holds."""
+    return escape(str(value))
 
 
 def _clip(text: str, n: int = 90) -> str:
     text = " ".join(str(text).split())
-    return text if len(text) <= n else text[: n - 1] + "…"
+    return _plain(text if len(text) <= n else text[: n - 1] + "…")
 
 
 def print_result(console: Console, result: DiagnosisResult) -> None:
     style = {"PASS": "bold green", "LOW_CONFID": "bold yellow", "REJECT": "bold red"}[result.verdict]
-    console.print(f"\n[{style}]{result.verdict}[/]  session {result.session_id}  (composer: {result.composer_status})")
-    console.print(result.answer)
+    console.print(f"\n[{style}]{result.verdict}[/]  session {_plain(result.session_id)}  "
+                  f"(composer: {_plain(result.composer_status)})")
+    console.print(_plain(result.answer))
     table = Table(title="evidence", show_lines=False)
     for column in ("claim", "status", "citation", "gatekeeper"):
         table.add_column(column, overflow="fold")
@@ -105,36 +128,44 @@ def print_result(console: Console, result: DiagnosisResult) -> None:
     checked = {(cb.claim_id, cb.binding_index): cb for cb in gate.checked_bindings} if gate else {}
     for item in result.claims:
         claim = item.claim
+        # The LM's text of a claim that was not verified is no statement to show a user: `audit` has it.
+        shown = _clip(claim.claim_text, 50) if item.verification_status == "verified" else \
+            f"{_plain(claim.claim_id)} ({_plain(claim.claim_type)}): see audit"
         if not claim.evidence_bindings:
-            table.add_row(_clip(claim.claim_text, 50), item.verification_status, "(no bindings)", "")
+            table.add_row(shown, item.verification_status, "(no bindings)", "")
         for i, b in enumerate(claim.evidence_bindings):
             cb = checked.get((claim.claim_id, i))
             gate = "pass" if cb and cb.status == "pass" else (f"{cb.rule}" if cb else "")
-            table.add_row(_clip(claim.claim_text, 50) if i == 0 else "", item.verification_status if i == 0 else "",
-                          f"{b.tool_name} #{b.source_invocation_id} {b.raw_path or '-'}", gate)
+            table.add_row(shown if i == 0 else "", item.verification_status if i == 0 else "",
+                          _plain(f"{b.tool_name} #{b.source_invocation_id} {b.raw_path or '-'}"), _plain(gate))
     console.print(table)
     for error in result.errors:
-        console.print(f"[red]{error.rule}[/]: {_clip(error.message, 200)}")
+        console.print(f"[red]{_plain(error.rule)}[/]: {_clip(error.message, 200)}")
 
 
 def print_audit(console: Console, record: DiagnosisSession, invocations) -> None:
-    console.print(f"[bold]session[/] {record.session_id}  status={record.status}  verdict={record.verdict}  lm={record.lm_model}")
-    console.print(f"[bold]question[/] {record.query}")
+    console.print(f"[bold]session[/] {_plain(record.session_id)}  status={record.status}  verdict={record.verdict}  "
+                  f"lm={_plain(record.lm_model)}")
+    console.print(f"[bold]question[/] {_plain(record.query)}")
     for inv in invocations:
         d = inv.retrieval_details
-        console.print(f"  tool #{inv.id} {inv.tool_name}({_clip(json.dumps(inv.input, ensure_ascii=False), 80)}) "
+        console.print(f"  tool #{inv.id} {_plain(inv.tool_name)}({_clip(json.dumps(inv.input, ensure_ascii=False), 80)}) "
                       f"-> {d.evidence_status}, {len(d.evidence_refs)} ref(s)"
-                      + (f" from {inv.source}" if inv.source else ""))
+                      + (f" from {_plain(inv.source)}" if inv.source else ""))
         if d.evidence_status == "failed":
             console.print(f"    [red]failed[/]: {_clip(d.message, 200)}")
     for note in record.notes:
-        console.print(f"  [cyan]note {note.rule}[/]: {_clip(note.message, 200)}")
+        if note.rule == TRACEBACK:
+            # What the one-line error of a failed run points to: shown whole.
+            console.print(f"  [cyan]note {note.rule}[/]:\n{_plain(note.message)}")
+        else:
+            console.print(f"  [cyan]note {_plain(note.rule)}[/]: {_clip(note.message, 200)}")
     for attempt in record.executor_attempts:
         gate = attempt.gatekeeper_result
         console.print(f"\n[bold]executor attempt {attempt.attempt}[/]  parse={attempt.parse_status.status}  "
-                      f"gatekeeper={gate.status}/{gate.severity}  failed_rules={gate.failed_rules}")
+                      f"gatekeeper={gate.status}/{gate.severity}  failed_rules={_plain(gate.failed_rules)}")
         if attempt.retry_context:
-            console.print(f"  retry_context: {attempt.retry_context.failed_rules}")
+            console.print(f"  retry_context: {_plain(attempt.retry_context.failed_rules)}")
         if attempt.parse_status.status != "valid":
             console.print(f"  parse detail: {_clip(attempt.parse_status.detail, 200)}")
         by_owner: dict[str, list] = {}
@@ -142,43 +173,48 @@ def print_audit(console: Console, record: DiagnosisSession, invocations) -> None
             by_owner.setdefault(cb.claim_id or f"action {cb.action_id}", []).append(cb)
         claims = attempt.executor_output.claims if attempt.executor_output else []
         for number, claim in enumerate(claims):
-            console.print(f"  claim {claim.claim_id} ({claim.claim_type}): {claim.claim_text}")
+            console.print(f"  claim {_plain(claim.claim_id)} ({claim.claim_type}): {_plain(claim.claim_text)}")
             labels = [b for b in attempt.drafts[number].evidence_bindings
                       if isinstance(b, str)] if number < len(attempt.drafts) else []
             if labels:
-                console.print(f"    pointed at: {', '.join(labels)}")
+                console.print(f"    pointed at: {_plain(', '.join(labels))}")
             for cb in by_owner.pop(claim.claim_id, []):
-                console.print(f"    cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: {cb.evidence_excerpt!r}")
+                console.print(_plain(f"    cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: "
+                                     f"{cb.evidence_excerpt!r}"))
                 if cb.status == "pass":
-                    console.print(f"      gatekeeper found: {cb.matched_text!r}")
+                    console.print(f"      gatekeeper found: {_plain(repr(cb.matched_text))}")
+                    if cb.context and cb.context != cb.matched_text:
+                        console.print(f"      in its clause (what the verifier judged): {_plain(repr(cb.context))}")
                 else:
-                    console.print(f"      [red]{cb.severity} {cb.rule}[/]: {cb.message}")
+                    console.print(f"      [red]{cb.severity} {_plain(cb.rule)}[/]: {_plain(cb.message)}")
         for owner, cbs in by_owner.items():
             for cb in cbs:
-                console.print(f"  {owner} cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: {cb.status} {cb.rule or ''}")
+                console.print(_plain(f"  {owner} cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: "
+                                     f"{cb.status} {cb.rule or ''}"))
         for finding in gate.errors:
             # Records from before refused labels lost their index still carry one for them.
             if finding.binding_index is None or finding.rule == UNKNOWN_LABEL:
-                console.print(f"  [red]{finding.rule}[/]: {finding.message}")
+                console.print(f"  [red]{_plain(finding.rule)}[/]: {_plain(finding.message)}")
         for warning in gate.warnings:
-            console.print(f"  [yellow]{warning.rule}[/]: {warning.message}")
+            console.print(f"  [yellow]{_plain(warning.rule)}[/]: {_plain(warning.message)}")
     if record.self_evaluation:
         ev = record.self_evaluation.verifier_evaluation
         console.print(f"\n[bold]verifier[/] verdict={ev.verdict} groundedness={ev.groundedness_score} reason={_clip(ev.reason, 160)}")
         for j in ev.claim_judgements:
-            console.print(f"  {j.claim_id}: {j.verdict} {_clip(j.reason, 140)}")
+            console.print(f"  {_plain(j.claim_id)}: {j.verdict} {_clip(j.reason, 140)}")
         for o in ev.code_overrides:
-            console.print(f"  [magenta]override {o.rule}[/]: {o.message}")
+            console.print(f"  [magenta]override {_plain(o.rule)}[/]: {_plain(o.message)}")
     if record.composer_output:
-        console.print(f"\n[bold]composer[/] {record.composer_output.status} {record.composer_output.reasons}")
-        console.print(record.answer)
+        console.print(f"\n[bold]composer[/] {_plain(record.composer_output.status)} "
+                      f"{_plain(record.composer_output.reasons)}")
+        console.print(_plain(record.answer))
     for error in record.errors:
-        console.print(f"[red]{error.rule}[/]: {_clip(error.message, 200)}")
+        console.print(f"[red]{_plain(error.rule)}[/]: {_clip(error.message, 200)}")
     usage = Table(title="usage")
     for column in ("stage", "lm calls", "prompt tokens", "completion tokens", "seconds"):
         usage.add_column(column)
     for stage, u in record.usage.items():
-        usage.add_row(stage, str(u.lm_calls), str(u.prompt_tokens), str(u.completion_tokens), f"{u.seconds:.1f}")
+        usage.add_row(_plain(stage), str(u.lm_calls), str(u.prompt_tokens), str(u.completion_tokens), f"{u.seconds:.1f}")
     console.print(usage)
 
 
@@ -197,17 +233,32 @@ def main(argv: list[str] | None = None) -> int:
     audit.add_argument("session_id")
     audit.add_argument("--json", action="store_true", help="print the stored audit record as JSON")
     sessions = sub.add_parser("sessions", help="list recent sessions")
-    sessions.add_argument("--limit", type=_positive, default=20, help="how many sessions (at least 1)")
+    sessions.add_argument("--limit", type=_count, default=20, help=f"how many sessions (1 to {MAX_ID})")
     args = parser.parse_args(argv)
+    for name, value in vars(args).items():
+        # Bytes that are not UTF-8 reach Python as lone surrogates: such an argument is not text.
+        if isinstance(value, str) and storable(value)[1]:
+            parser.error(f"argument {name}: not UTF-8 text")
 
-    console = Console(stderr=False)
-    errors = Console(stderr=True, soft_wrap=True)
+    # Stored text is printed as it is: ":warning:" in a log line stays those characters.
+    console = Console(stderr=False, emoji=False)
+    errors = Console(stderr=True, soft_wrap=True, emoji=False)
     try:
         # Reading never creates a database: a missing one is an error, not an empty list.
         store = AuditStore(args.db, read_only=args.command != "ask")
         return _run(args, store, console, errors)
+    except AuditURLError as exc:
+        errors.print(f"error: {_plain(exc)}")
+        return 2
     except AuditStoreError as exc:
-        errors.print(f"error: {exc}")
+        errors.print(f"error: {_plain(exc)}")
+        return 1
+    except KeyboardInterrupt:
+        errors.print("error: interrupted; a run that had started is recorded as interrupted")
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`| head`): nothing is left to tell, and the exit must not write again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
 
 
@@ -221,7 +272,7 @@ def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
                 result = diagnose(args.question, lm=args.lm, db=store, compiled=not args.no_compiled,
                                   progress=progress, language=args.language)
         except ValueError as exc:
-            errors.print(f"error: {exc}")
+            errors.print(f"error: {_plain(exc)}")
             return 2
         if args.json:
             print(result.model_dump_json(indent=2))
@@ -231,15 +282,21 @@ def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
         if lm_problem:
             hint = ("" if lm_problem.rule in ("lm.engine_unsupported", "lm.model_integrity")
                     else " Check DIAGNOSIS_LM / --lm, the provider's key and address.")
-            errors.print(f"error: the language model cannot be used ({lm_problem.rule}): {lm_problem.message}. "
-                         f"The run was recorded as failed ({result.session_id}).{hint}")
+            errors.print(_plain(f"error: the language model cannot be used ({lm_problem.rule}): {lm_problem.message}. "
+                                f"The run was recorded as failed ({result.session_id}).{hint}"))
+            return 1
+        bug = next((e for e in result.errors if e.rule == INTERNAL_ERROR), None)
+        if bug:
+            errors.print(_plain(f"error: the diagnosis failed ({bug.rule}: {' '.join(bug.message.split())}); "
+                                f"the run was recorded as failed with its traceback: "
+                                f"python -m program audit {result.session_id}"))
             return 1
         return 0
 
     if args.command == "audit":
         record = store.get_session(args.session_id)
         if record is None:
-            errors.print(f"error: unknown session {args.session_id!r} in {store.url}")
+            errors.print(_plain(f"error: unknown session {args.session_id!r} in {store.shown_url}"))
             return 1
         if args.json:
             print(record.model_dump_json(indent=2))
@@ -247,15 +304,15 @@ def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
             print_audit(console, record, store.list_invocations(args.session_id))
         return 0
 
-    table = Table(title=f"sessions in {store.url}")
+    table = Table(title=_plain(f"sessions in {store.shown_url}"))
     for column in ("session", "verdict", "status", "question"):
         table.add_column(column, overflow="fold")
     good, bad = store.list_sessions(limit=args.limit)
     for record in good:
-        table.add_row(record.session_id, record.verdict or "-", record.status, _clip(record.query, 60))
+        table.add_row(_plain(record.session_id), record.verdict or "-", record.status, _clip(record.query, 60))
     console.print(table)
     for note in bad:
-        errors.print(f"unreadable: {note}")
+        errors.print(f"unreadable: {_plain(note)}")
     return 1 if bad else 0
 
 

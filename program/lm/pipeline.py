@@ -7,8 +7,8 @@ and the run fails closed (LOW_CONFID or REJECT), it never crashes and never pass
 
 from __future__ import annotations
 
-import logging
 import time
+import traceback
 import uuid
 from contextlib import contextmanager, nullcontext
 from contextvars import ContextVar
@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import dspy
 from dspy.utils.callback import BaseCallback
 
-from program.entry.audit import AuditStore, this_process
+from program.entry.audit import INTERNAL_ERROR, TRACEBACK, AuditStore, this_process
 from program.evidence.answer import contexts, deterministic_answer, fact_line, scan_answer
 from program.evidence.checks import Checked, check_citations
 from program.evidence.language import question_language, say
@@ -72,7 +72,6 @@ from tools.declaration import Toolbox
 from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder, call_text, render_observations
 
-log = logging.getLogger(__name__)
 PLAN_LIMITS = {"target_services": 3, "topics": 3, "excluded_topics": 6}
 PLAN_CHOSEN_EXCLUSIONS = 2
 JUDGEMENT_VERDICT = {"supported": "PASS", "over-reaches": "LOW_CONFID", "contradicted": "REJECT"}
@@ -159,6 +158,8 @@ class Diagnosis(dspy.Module):
         run = _Run(question=question, session_id=session_id or f"diag-{uuid.uuid4().hex[:12]}",
                    lm_model=getattr(dspy.settings.lm, "model", "") or "", store=self.store, toolbox=self.toolbox,
                    language=language or question_language(question))
+        # A session id names one run: one already recorded is refused before this run writes anything.
+        run.store.claim_session(run.record)
         with dspy.context(callbacks=callbacks) if callbacks else nullcontext():
             if self.progress is not None:
                 self.progress("preflight")
@@ -168,16 +169,16 @@ class Diagnosis(dspy.Module):
             try:
                 return self._run(run)
             except Exception as exc:
-                # A bug in deterministic code must not surface as a crash or a PASS: record it and fail closed.
-                log.exception("diagnosis %s failed", run.session_id)
-                return run.fail(Finding(rule="pipeline.internal_error", message=f"{type(exc).__name__}: {exc}"))
+                # A bug in deterministic code must not surface as a crash or a PASS: record it, with the
+                # traceback kept in the record rather than printed, and fail closed.
+                run.record.notes.append(Finding(rule=TRACEBACK, message=traceback.format_exc()))
+                return run.fail(Finding(rule=INTERNAL_ERROR, message=f"{type(exc).__name__}: {exc}"))
             except BaseException:
                 # Ctrl-C or a shutdown: the record says so on the way out, then the interrupt goes on.
                 run.interrupted()
                 raise
 
     def _run(self, run: _Run) -> dspy.Prediction:
-        run.store.save_session(run.record)
         run.read_sources()
         self._plan(run)
         self._gather(run)

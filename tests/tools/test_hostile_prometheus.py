@@ -216,7 +216,8 @@ def test_a_source_that_breaks_while_the_run_is_set_up_ends_in_a_stored_failed_se
     lm = good_lm(cases["high_memory_positive"], planner=lambda user: PLAN, executor=cite_the_alert())
     monkeypatch.setattr("program.entry.api.resolve_lm", lambda spec: lm)
     db = f"sqlite:///{tmp_path / 'audit.db'}"
-    assert cli.main(["--db", db, "ask", QUESTION, "--json", "--no-compiled"]) == 0
+    # A bug is a failed run (exit 1, one line on stderr), and the JSON result is still printed.
+    assert cli.main(["--db", db, "ask", QUESTION, "--json", "--no-compiled"]) == 1
     result = DiagnosisResult.model_validate_json(capsys.readouterr().out)
     assert result.verdict == "LOW_CONFID"
     record = AuditStore(db, read_only=True).get_session(result.session_id)
