@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 
 from program.evidence.characters import DASHES, NEGATION_CHARS, NEGATION_WORDS, compatible_form
+
 NEGATION = re.compile(r"[" + "".join(sorted(NEGATION_CHARS)) + r"]|\b(?:" + "|".join(
     re.escape(w) for w in sorted(NEGATION_WORDS, key=len, reverse=True)) + r")\b", re.IGNORECASE)
 # Where a clause of a statement ends: what a negation or a quantity's name does not reach across.
@@ -28,25 +29,20 @@ CLAUSE_END = re.compile(r"[,;，；。！？!?\n]|\s[-–—]\s|\bbut\b|但|而"
 # Units as written after a number, each with what it measures and its scale; a unit is matched
 # with its case (`M` is not `m`, `Gb` is not `GB`). Chinese measure words (次, 个, 条) are counts,
 # not units, and stay with the words.
-UNITS: dict[str, tuple[str, float]] = {
-    **{u: ("time", 1e-9) for u in ("ns",)}, **{u: ("time", 1e-6) for u in ("µs", "us", "μs")},
-    **{u: ("time", 1e-3) for u in ("ms", "msec", "millisecond", "milliseconds", "毫秒")},
-    **{u: ("time", 1.0) for u in ("s", "sec", "secs", "second", "seconds", "秒", "秒钟")},
-    **{u: ("time", 60.0) for u in ("m", "min", "mins", "minute", "minutes", "分钟")},
-    **{u: ("time", 3600.0) for u in ("h", "hr", "hrs", "hour", "hours", "小时")},
-    **{u: ("time", 86400.0) for u in ("d", "day", "days", "天")},
-    **{u: ("bytes", 1.0) for u in ("B", "byte", "bytes")},
-    **{u: ("bytes", 1e3) for u in ("KB", "kB", "kilobyte", "kilobytes")},
-    **{u: ("bytes", 1e6) for u in ("MB", "megabyte", "megabytes")},
-    **{u: ("bytes", 1e9) for u in ("GB", "gigabyte", "gigabytes")},
-    **{u: ("bytes", 1e12) for u in ("TB", "terabyte", "terabytes")},
-    **{u: ("bytes", 1024.0 ** n) for n, u in enumerate(("", "KiB", "MiB", "GiB", "TiB")) if u},
-    **{u: ("bits", 1e3 ** n) for n, u in enumerate(("b", "Kb", "Mb", "Gb", "Tb"))},
-    **{u: ("percent", 1.0) for u in ("%", "percent", "per cent", "pct")}, "‰": ("percent", 0.1),
-    "x": ("ratio", 1.0), "M": ("million", 1.0), "k": ("thousand", 1.0), "K": ("thousand", 1.0),
-}
-# Lower-case spellings that could be bytes or bits are units of their own: equal only to themselves.
-UNITS.update({u: (u, 1.0) for u in ("kb", "mb", "gb", "tb")})
+_UNIT_SPELLINGS = (
+    ("time", 1e-9, "ns"), ("time", 1e-6, "µs|μs|us"), ("time", 1e-3, "ms|msec|millisecond|milliseconds|毫秒"),
+    ("time", 1.0, "s|sec|secs|second|seconds|秒|秒钟"), ("time", 60.0, "m|min|mins|minute|minutes|分钟"),
+    ("time", 3600.0, "h|hr|hrs|hour|hours|小时"), ("time", 86400.0, "d|day|days|天"),
+    ("bytes", 1.0, "B|byte|bytes"), ("bytes", 1e3, "KB|kB|kilobyte|kilobytes"), ("bytes", 1e6, "MB|megabyte|megabytes"),
+    ("bytes", 1e9, "GB|gigabyte|gigabytes"), ("bytes", 1e12, "TB|terabyte|terabytes"), ("bytes", 1024.0, "KiB"),
+    ("bytes", 1024.0 ** 2, "MiB"), ("bytes", 1024.0 ** 3, "GiB"), ("bytes", 1024.0 ** 4, "TiB"),
+    ("bits", 1.0, "b"), ("bits", 1e3, "Kb"), ("bits", 1e6, "Mb"), ("bits", 1e9, "Gb"), ("bits", 1e12, "Tb"),
+    ("percent", 1.0, "%|percent|per cent|pct"), ("percent", 0.1, "‰"), ("ratio", 1.0, "x"),
+    ("million", 1.0, "M"), ("thousand", 1.0, "k|K"),
+    # Lower-case spellings that could be bytes or bits: each equal only to itself.
+    ("kb", 1.0, "kb"), ("mb", 1.0, "mb"), ("gb", 1.0, "gb"), ("tb", 1.0, "tb"),
+)
+UNITS = {unit: (kind, scale) for kind, scale, spellings in _UNIT_SPELLINGS for unit in spellings.split("|")}
 _UNIT = "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
 # A number as written in digits: a comparison written before it (p99 > 2s, current≠91%), its sign
 # (only where no word or digit precedes it, so the 1 of HikariPool-1 and the 11 of 2026-11-30 are
@@ -150,7 +146,7 @@ def _en_value(words: list[str]) -> float | None:
     return value + float(f"0.{fraction}") if fraction else value
 
 
-def _zh_value(text: str) -> float | None:
+def _zh_value(text: str) -> float:
     whole, _, decimals = text.partition("点")
     total, section, digit = 0, 0, None
     for ch in whole:
@@ -194,7 +190,7 @@ def quantities(text: str) -> list[Quantity]:
         if len(number) < 2 and not m.group("percent"):
             continue
         value = _zh_value(number)
-        if value is not None and (value >= 10 or m.group("percent") or "点" in number):
+        if value >= 10 or m.group("percent") or "点" in number:
             unit = "%" if m.group("percent") else _unit(m.group("unit"))
             found.append(Quantity(value, unit, m.group(0), m.start(), m.end()))
     return sorted(found, key=lambda q: q.start)
