@@ -43,11 +43,10 @@ from program.evidence.characters import (
     NEGATION_CHARS,
     NEGATION_WORDS,
     ZERO_WIDTH,
-    bidi_controls,
     compatible_form,
+    is_cjk,
     kept_apart,
 )
-from program.evidence.characters import is_cjk as _is_cjk
 from program.evidence.statements import UNITS
 from program.evidence.text_cache import text_cache
 from tools.search import word_starts
@@ -82,7 +81,7 @@ CRITICAL = re.compile(rf"{_WORD}+(?:[.\-/:+]{_WORD}+)*%?|[未不无没非别勿�
 
 
 def _is_word(ch: str) -> bool:
-    return ch.isalnum() and not _is_cjk(ch)
+    return ch.isalnum() and not is_cjk(ch)
 
 
 GAP, WORD, SOLID = 0, 1, 2  # separator; Latin-like letter or digit; CJK or meaningful punctuation
@@ -219,12 +218,12 @@ def _inside_token(source: str, position: int) -> bool:
             return True
         if middle in JOINING and left.isalnum() and right.isalnum():
             return True
-    if _is_cjk(before) and _is_cjk(after):
+    if is_cjk(before) and is_cjk(after):
         start = position - 1
-        while start > 0 and _is_cjk(source[start - 1]):
+        while start > 0 and is_cjk(source[start - 1]):
             start -= 1
         end = position + 1
-        while end < len(source) and _is_cjk(source[end]):
+        while end < len(source) and is_cjk(source[end]):
             end += 1
         return position - start not in word_starts(source[start:end])
     if _gap(before) or _gap(after):
@@ -306,7 +305,7 @@ def _negation_before(source: str, position: int) -> str | None:
     if source[j] in NEGATION_CHARS:
         return source[j]
     k = j
-    while k >= 0 and (source[k].isalnum() or source[k] == "'") and not _is_cjk(source[k]):
+    while k >= 0 and (source[k].isalnum() or source[k] == "'") and not is_cjk(source[k]):
         k -= 1
     word = source[k + 1 : j + 1].casefold()
     return word if word in NEGATION_WORDS else None
@@ -351,7 +350,7 @@ def explain_mismatch(piece: str, ref_text: str) -> str:
         said = " ".join(ours[i1:i2]) or "(nothing)"
         found = " ".join(theirs[j1:j2]) or "(nothing)"
         hint = ""
-        if any(ord(ch) > 127 and not _is_cjk(ch) for ch in said):
+        if any(ord(ch) > 127 and not is_cjk(ch) for ch in said):
             hint = " (non-ASCII look-alike characters)"
         return (
             f"excerpt says {said!r}{hint} where the ref says {found!r} "
