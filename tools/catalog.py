@@ -56,8 +56,9 @@ def active_catalog() -> Catalog:
     alert_names: tuple[str, ...] = ()
     problems = []
     try:
-        services.update(sources.metrics.services())
-        alert_names = sources.metrics.alert_names()
+        with sources.metrics.call():
+            services.update(sources.metrics.services())
+            alert_names = sources.metrics.alert_names()
     except SourceError as exc:
         problems.append(f"metrics: {exc}")
     try:

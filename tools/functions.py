@@ -63,28 +63,29 @@ def query_metrics(service: str | None = None, alert_name: str | None = None, sta
     if error:
         return _failure("alerts", error, searched, metrics.label)
     try:
-        matched = [
-            a for a in metrics.alerts()
-            if (service is None or a["service"] == service)
-            and (alert_name is None or str(a["name"]).casefold() == alert_name.strip().casefold())
-            and (state is None or a["state"] == state)
-        ]
-        # A busy server can have hundreds of active alerts; each returned one is a ref and a sample query.
-        alerts = metrics.with_samples(matched[:MAX_ALERTS])
-        if alerts:
-            message = f"{len(matched)} alert(s) found" + (f", the first {len(alerts)} returned"
-                                                          if len(alerts) < len(matched) else "")
-            cut = [f"#{i} {place}" for i, a in enumerate(alerts) for place in a.get("cut") or ()]
-            cut += [f"#{i}" for i, a in enumerate(alerts) if len(_alert_line(a)) > MAX_REF_CHARS]
-            if cut:
-                message += (f"; text longer than the source limits ({MAX_ITEM_CHARS} characters a field, "
-                            f"{MAX_REF_CHARS} an alert) was cut where marked: {places(cut)}")
-        else:
-            # A no-hit is evidence of one search: it names what was searched, never the catalog.
-            message = (
-                f"未找到匹配的告警 (no alerts matched service={service!r}, alert_name={alert_name!r}, state={state!r})"
-                f"{_unknown_service_note(metrics.services(), service)}"
-            )
+        with metrics.call():
+            matched = [
+                a for a in metrics.alerts()
+                if (service is None or a["service"] == service)
+                and (alert_name is None or str(a["name"]).casefold() == alert_name.strip().casefold())
+                and (state is None or a["state"] == state)
+            ]
+            # A busy server can have hundreds of active alerts; each returned one is a ref and a sample query.
+            alerts = metrics.with_samples(matched[:MAX_ALERTS])
+            if alerts:
+                message = f"{len(matched)} alert(s) found" + (f", the first {len(alerts)} returned"
+                                                              if len(alerts) < len(matched) else "")
+                cut = [f"#{i} {place}" for i, a in enumerate(alerts) for place in a.get("cut") or ()]
+                cut += [f"#{i}" for i, a in enumerate(alerts) if len(_alert_line(a)) > MAX_REF_CHARS]
+                if cut:
+                    message += (f"; text longer than the source limits ({MAX_ITEM_CHARS} characters a field, "
+                                f"{MAX_REF_CHARS} an alert) was cut where marked: {places(cut)}")
+            else:
+                # A no-hit is evidence of one search: it names what was searched, never the catalog.
+                message = (
+                    f"未找到匹配的告警 (no alerts matched service={service!r}, alert_name={alert_name!r}, state={state!r})"
+                    f"{_unknown_service_note(metrics.services(), service)}"
+                )
     except SourceError as exc:
         return _failure("alerts", str(exc), searched, metrics.label)
     return {"success": True, "alerts": alerts, "total": len(matched), "message": message, "searched": searched,

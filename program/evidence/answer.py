@@ -61,7 +61,8 @@ def contradicting_sentences(answer: str, verified: list[Claim], names: tuple[str
     found = []
     for sentence in SENTENCE.findall(answer):
         unhedged = HEDGE.sub(" ", sentence)
-        if (subjects and mentions(sentence, subjects) and negated(unhedged)) or state_conflicts(unhedged, states, evidence):
+        if (subjects and mentions(sentence, subjects) and negated(unhedged)) or state_conflicts(unhedged, states, evidence,
+                                                                                                names):
             found.append(sentence.strip())
     return found
 
@@ -121,7 +122,7 @@ def scan_answer(
     hits = mentions(text, excluded_terms)
     if hits:
         reasons.append(f"the answer mentions excluded topic(s): {', '.join(hits)}")
-    restated = (restated_instruction(sentence, ref_texts, names=names) for sentence in SENTENCE.findall(text))
+    restated = (restated_instruction(sentence, ref_texts, tuple(topics), names) for sentence in SENTENCE.findall(text))
     if addresses_the_model(text):
         reasons.append("the answer repeats an instruction found in tool output")
     elif reason := next(filter(None, restated), None):

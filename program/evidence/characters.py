@@ -14,6 +14,13 @@ NEGATION_WORDS = frozenset(
     "don't doesn't didn't won't wouldn't hasn't haven't hadn't shouldn't mustn't needn't".split()
 )
 NEGATION_CHARS = frozenset("未不无没非别勿否")
+# Apostrophes a word may be written with: can't, can’t, canʼt are one word.
+APOSTROPHES = frozenset("'\u2019\u02bc")
+
+
+def negation_word(word: str) -> bool:
+    """Is `word` (letters and apostrophes) a negation, whichever apostrophe it is written with?"""
+    return "".join("'" if ch in APOSTROPHES else ch for ch in word).casefold() in NEGATION_WORDS
 
 
 def is_cjk(ch: str) -> bool:

@@ -38,14 +38,15 @@ from dataclasses import dataclass
 from rapidfuzz import fuzz
 
 from program.evidence.characters import (
+    APOSTROPHES,
     BIDI_CONTROLS,
     DASHES,
     NEGATION_CHARS,
-    NEGATION_WORDS,
     ZERO_WIDTH,
     compatible_form,
     is_cjk,
     kept_apart,
+    negation_word,
 )
 from program.evidence.statements import UNITS
 from program.evidence.text_cache import text_cache
@@ -298,23 +299,23 @@ def context_of(source: str, spans: list[tuple[int, int]]) -> str:
 def _negation_before(source: str, position: int) -> str | None:
     """A negation word or character right before `position` (skipping spaces and punctuation)."""
     j = position - 1
-    while j >= 0 and not (source[j].isalnum() or source[j] in "'"):
+    while j >= 0 and not (source[j].isalnum() or source[j] in APOSTROPHES):
         j -= 1
     if j < 0:
         return None
     if source[j] in NEGATION_CHARS:
         return source[j]
     k = j
-    while k >= 0 and (source[k].isalnum() or source[k] == "'") and not is_cjk(source[k]):
+    while k >= 0 and (source[k].isalnum() or source[k] in APOSTROPHES) and not is_cjk(source[k]):
         k -= 1
-    word = source[k + 1 : j + 1].casefold()
-    return word if word in NEGATION_WORDS else None
+    word = source[k + 1 : j + 1]
+    return word if negation_word(word) else None
 
 
 def _negations(text: str, offset: int = 0) -> list[tuple[int, str]]:
     found = [(offset + i, ch) for i, ch in enumerate(text) if ch in NEGATION_CHARS]
-    found += [(offset + m.start(), m.group()) for m in re.finditer(r"[A-Za-z']+", text)
-              if m.group().casefold() in NEGATION_WORDS]
+    found += [(offset + m.start(), m.group()) for m in re.finditer(r"[A-Za-z'\u2019\u02bc]+", text)
+              if negation_word(m.group())]
     return sorted(found)
 
 

@@ -25,6 +25,8 @@ NEGATION = re.compile(r"[" + "".join(sorted(NEGATION_CHARS)) + r"]|\b(?:" + "|".
     re.escape(w) for w in sorted(NEGATION_WORDS, key=len, reverse=True)) + r")\b", re.IGNORECASE)
 # Where a clause of a statement ends: what a negation or a quantity's name does not reach across.
 CLAUSE_END = re.compile(r"[,;，；。！？!?\n]|\s[-–—]\s|\bbut\b|但|而")
+# Where a sentence ends: what the subject of a state word ("告警曾触发，现已恢复") reaches across.
+SENTENCE_END = re.compile(r"[;；。！？!?\n]|\.(?:\s|$)")
 
 # Units as written after a number, each with what it measures and its scale; a unit is matched
 # with its case (`M` is not `m`, `Gb` is not `GB`). Chinese measure words (次, 个, 条) are counts,
@@ -69,18 +71,20 @@ RAISED_WORDS = re.compile(r"\b(?:firing|fired|fires|triggered|pending|ongoing|un
                           re.IGNORECASE)
 # "Normal" says a state is over only as a predicate ("内存正常", "is back to normal"), not as an
 # adjective ("above the normal level", "高于正常水平").
-CLEARED_WORDS = re.compile(r"\b(?:resolved|recovered|cleared|inactive|mitigated|subsided|fixed|closed|silent|"
-                           r"over now|ok now|healthy again|(?:back|returned) to (?:normal|baseline)|"
+CLEARED_WORDS = re.compile(r"\b(?:resolved|recovered|cleared|inactive|mitigated|subsided|over now|ok now|healthy again|"
+                           r"(?:is|was|been|got) fixed|(?:went|is) silent|(?:back|returned) to (?:normal|baseline)|"
                            r"(?:is|are|was|were|looks|now) normal)\b|\bnormal(?=\s*(?:[,.;!?]|$))|"
                            r"正常(?=\s*(?:了|[，。；！？,.;!?]|$))|恢复|恢復|解除|消除|已结束|已解决|已消失|已关闭|已停止|"
-                           r"好了|修复|复原|平息|解消|復旧", re.IGNORECASE)
+                           r"好了|已修复|复原|平息|解消|復旧", re.IGNORECASE)
+# What a clause speaks of the alert with, when it does not name it.
+ALERT_WORDS = re.compile(r"\b(?:alerts?|alerting|alarms?)\b|告警|报警|警报|アラート", re.IGNORECASE)
 # The alert itself denied: "没有告警", "no alerts", "告警已经没了". The negation stands right next to
 # it, so that "未解决告警" (an unresolved alert) is no denial.
 ALERT_DENIED = re.compile(r"(?:没有|无|不再|没|\bno longer\b|\bno\b|\bnot\b)\s*(?:任何|any\s+)?(?:告警|报警|alerts?\b|alerting\b|"
                           r"alarms?\b)|(?:告警|报警|\balert\b)\s*(?:已经|已)?\s*(?:没了|消失|\bis gone\b)", re.IGNORECASE)
 # Words that deny a state the way a negation does: "no longer firing", "stopped firing", 不再告警.
-STATE_DENIAL = re.compile(r"\bno longer\b|\bnot\b.*\banymore\b|\bstopped\b|\bceased\b|不再|没了|\b(?:isnt|arent|wasnt|"
-                          r"werent|dont|doesnt|didnt|cant|couldnt|wont|aint)\b", re.IGNORECASE)
+STATE_DENIAL = re.compile(r"\bno longer\b|\bnot\b.*\banymore\b|\bstopped\b|\bceased\b|\bfailed\b|不再|没了|失败|"
+                          r"\b(?:isnt|arent|wasnt|werent|dont|doesnt|didnt|cant|couldnt|wont|aint)\b", re.IGNORECASE)
 # A quantity the evidence names: "GC次数: 128", "current=91%", "healthy=false", "healthy != true",
 # '"healthy": false'. The key is the run before the operator, the value the run after it.
 OPERATOR = re.compile(r"\s*(==|!=|≠|[:=：])\s*")
@@ -280,15 +284,30 @@ def misbound_numbers(text: str, evidence: list[str]) -> list[str]:
     return found
 
 
-def _asserted(pattern: re.Pattern, text: str) -> tuple[bool, bool]:
+def _clause_before(text: str, start: int) -> str:
+    """The part of the clause before `start`."""
+    before = text[:start]
+    return before[max((c.end() for c in CLAUSE_END.finditer(before)), default=0):]
+
+
+def _sentence_around(text: str, start: int, end: int) -> str:
+    begin = max((c.end() for c in SENTENCE_END.finditer(text, 0, start)), default=0)
+    following = SENTENCE_END.search(text, end)
+    return text[begin:following.start() if following else len(text)]
+
+
+def _asserted(pattern: re.Pattern, text: str, about: re.Pattern | None = None) -> tuple[bool, bool]:
     """Whether the text uses a word of `pattern` plainly, and whether it uses one denied (a negation,
-    or "no longer", "stopped", 不再, in the word's clause before it, or right after it)."""
+    or "no longer", "stopped", 不再, in the word's clause before it, or right after it: 恢复失败).
+    With `about`, only words in a sentence that `about` finds count: a state word is read of the
+    alert only where the sentence speaks of it."""
     plain = denied = False
     for m in pattern.finditer(text):
-        before = text[:m.start()]
-        clause = before[max((c.end() for c in CLAUSE_END.finditer(before)), default=0):]
+        before = _clause_before(text, m.start())
+        if about is not None and not about.search(_sentence_around(text, m.start(), m.end())):
+            continue
         right = text[m.end():m.end() + 6]
-        if NEGATION.search(clause) or STATE_DENIAL.search(clause) or STATE_DENIAL.match(right.lstrip("已经 ")):
+        if NEGATION.search(before) or STATE_DENIAL.search(before) or STATE_DENIAL.match(right.lstrip("已经 ")):
             denied = True
         else:
             plain = True
@@ -313,15 +332,18 @@ def _mentions(key: str, text: str):
     return re.finditer(rf"(?<![\w-])(?P<prefix>un|non-?|not-)?(?:{alternatives})(?![\w-])", text, re.IGNORECASE)
 
 
-def state_conflicts(text: str, states: set[str], evidence: list[str]) -> list[str]:
+def state_conflicts(text: str, states: set[str], evidence: list[str], names: tuple[str, ...] = ()) -> list[str]:
     """States the statement asserts against what its evidence reports: `states`, the states of the
-    alerts it cites, and the `key=true|false` values of its evidence texts. Against a firing alert,
-    any sentence that it is over is a conflict ("曾触发，现已恢复" too); against a resolved one, only
-    a statement that it fires and nothing that it cleared (an alert that fired and resolved did fire)."""
+    alerts it cites, and the `key=true|false` values of its evidence texts. A state word counts in a
+    clause that speaks of the alert: the word alert (告警), or one of `names` (the catalog's services
+    and alerts). Against a firing alert, any sentence that it is over is a conflict ("曾触发，现已恢复"
+    too); against a resolved one, only a statement that it fires and nothing that it cleared (an
+    alert that fired and resolved did fire)."""
     text = fold(text)
     conflicts = []
-    raised, raised_denied = _asserted(RAISED_WORDS, text)
-    cleared, cleared_denied = _asserted(CLEARED_WORDS, text)
+    about = re.compile("|".join([ALERT_WORDS.pattern, *(re.escape(n) for n in names if n)]), re.IGNORECASE)
+    raised, raised_denied = _asserted(RAISED_WORDS, text, about)
+    cleared, cleared_denied = _asserted(CLEARED_WORDS, text, about)
     says_raised, says_cleared = raised or cleared_denied, cleared or raised_denied or bool(ALERT_DENIED.search(text))
     if states & set(RAISED_STATES) and says_cleared:
         conflicts.append(f"the statement says the alert is not firing, but the alert it cites is "
@@ -336,8 +358,7 @@ def state_conflicts(text: str, states: set[str], evidence: list[str]) -> list[st
         # A value the statement writes for the key decides; a bare mention says it holds, unless negated.
         written, implied = [], []
         for m in _mentions(key, text):
-            before = text[:m.start()]
-            clause = before[max((c.end() for c in CLAUSE_END.finditer(before)), default=0):]
+            clause = _clause_before(text, m.start())
             value_written = re.match(r"(?:\s+[^\W\d_]+){0,3}?\s*(?:[:=：]|为|是|is|was)?\s*(true|false|yes|no)\b",
                                      text[m.end():], re.IGNORECASE)
             if value_written:

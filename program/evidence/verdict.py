@@ -207,7 +207,7 @@ def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target
         if misbound := misbound_numbers(claim.claim_text, contexts):
             block(claim, "verdict.misbound_number",
                   f"the claim gives {'; '.join(misbound)}: a number said of another quantity")
-        if conflicts := state_conflicts(claim.claim_text, {ref.state for ref in refs if ref.state}, contexts):
+        if conflicts := state_conflicts(claim.claim_text, {ref.state for ref in refs if ref.state}, contexts, names):
             block(claim, "verdict.state_conflict", "; ".join(conflicts))
         if missing := ungrounded_names(claim, refs, names):
             block(claim, "verdict.ungrounded_name",
@@ -218,7 +218,7 @@ def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target
         if controls := bidi_controls(claim.claim_text):
             block(claim, "verdict.bidi_control", f"the claim text holds bidirectional control characters "
                   f"({', '.join(controls)}), which change what a reader sees")
-        if reason := restated_instruction(claim.claim_text, [ref.text for ref in refs], target.topics, names):
+        if reason := restated_instruction(claim.claim_text, [ref.text for ref in refs], tuple(topics), names):
             block(claim, RESTATED_INSTRUCTION, f"the claim {reason}")
     return blockers
 

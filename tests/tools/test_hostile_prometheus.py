@@ -4,6 +4,7 @@ API's stores a session with the failure, exits as documented (0: done) and never
 
 import gzip
 import json
+import time
 from types import SimpleNamespace
 
 import httpx
@@ -47,9 +48,26 @@ def test_an_answer_that_drips_in_is_given_up_on_at_the_timeout():
     # Each read of the drip takes 50 ms, far within httpx's timeout; the whole answer takes 30 s.
     with prometheus(drip(rules(RULE))) as server:
         source = Prometheus(server.url, timeout=0.5)
-        with pytest.raises(SourceError, match=r"timed out on /api/v1/rules: no whole answer within 0\.5 s"):
+        with pytest.raises(SourceError, match=r"timed out on /api/v1/rules: the call had no whole answer within 0\.5 s"):
             source.alerts()
         assert source.services() == ("order-service", "payment-service")  # the next request is its own
+
+
+def test_one_tool_call_ends_within_the_timeout_however_many_requests_it_makes():
+    # Twenty alerts, and each range query answered just within the timeout: request by request
+    # the call would take about 20 x 0.4 s; it is given up on at the call's deadline instead.
+    def slow(handler):
+        time.sleep(0.4)
+        MATRIX(handler)
+
+    many = rules({**RULE, "alerts": [{**ALERT, "labels": {**ALERT["labels"], "pod": f"p{n}"}} for n in range(20)]})
+    with Loopback({"/api/v1/rules": answer(200, many), "/api/v1/label/service/values": LABELS,
+                   "/api/v1/query_range": slow}) as server:
+        source = Prometheus(server.url, timeout=1)
+        with pytest.raises(SourceError, match="the call had no whole answer within 1 s"), source.call():
+            source.with_samples(source.alerts())
+        with source.call():
+            assert source.services() == ("order-service", "payment-service")  # the next call has its own deadline
 
 
 def test_a_server_that_answers_well_on_loopback_is_read():

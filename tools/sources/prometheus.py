@@ -20,6 +20,9 @@ import queue
 import re
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Annotated, Any, Literal, get_args
 
 import httpx
@@ -142,12 +145,17 @@ def _clipped(values: dict[str, str], field: str, cut: list[str]) -> dict[str, st
     return out
 
 
+# When the tool call running in this context must end: every request of one call shares it.
+_call_deadline: ContextVar[float | None] = ContextVar("prometheus_call_deadline", default=None)
+
+
 class Prometheus:
     def __init__(self, url: str, *, service_label: str = "service", timeout: float = 5.0,
                  transport: httpx.BaseTransport | None = None):
         self.url = url.rstrip("/")
         self.service_label = service_label
-        # httpx bounds each connect and read by the timeout; _get bounds the whole request by it.
+        # httpx bounds each connect and read by the timeout; _get bounds the whole request by it, and
+        # `call` the whole of one tool call (the rules, then a range query per alert).
         self.timeout = timeout
         self.client = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
         self.alert_states = ALERT_STATES
@@ -155,6 +163,16 @@ class Prometheus:
     @property
     def label(self) -> str:
         return f"prometheus {self.url}"
+
+    @contextmanager
+    def call(self) -> Iterator[None]:
+        """One tool call (or one reading of the catalog): all its requests end within the timeout."""
+        token = _call_deadline.set(time.monotonic() + self.timeout) if _call_deadline.get() is None else None
+        try:
+            yield
+        finally:
+            if token is not None:
+                _call_deadline.reset(token)
 
     def _get(self, path: str, data: TypeAdapter, **params: Any) -> Any:
         """The answer's data as `data` reads it, or SourceError saying what was wrong."""
@@ -180,10 +198,13 @@ class Prometheus:
                               f"{_problem(exc, 'data')}") from None
 
     def _whole_answer(self, path: str, params: dict[str, Any]) -> tuple[int, bytes]:
-        """The status and body of one GET, all of it within the timeout. The request runs in a
-        thread of its own, so a server that keeps sending a little (each read within httpx's
-        timeout) is given up on at the deadline; the thread stops at its next read."""
-        deadline = time.monotonic() + self.timeout
+        """The status and body of one GET, all of it within the timeout and within the deadline of
+        the call it belongs to. The request runs in a thread of its own, so a server that keeps
+        sending a little (each read within httpx's timeout) is given up on at the deadline; the
+        thread stops at its next read."""
+        deadline = min(time.monotonic() + self.timeout, _call_deadline.get() or math.inf)
+        if deadline <= time.monotonic():
+            raise SourceError(self._timed_out(path))
         answers: queue.SimpleQueue = queue.SimpleQueue()
 
         def fetch() -> None:
@@ -194,7 +215,7 @@ class Prometheus:
 
         threading.Thread(target=fetch, name=f"prometheus {path}", daemon=True).start()
         try:
-            outcome = answers.get(timeout=self.timeout)
+            outcome = answers.get(timeout=max(0.0, deadline - time.monotonic()))
         except queue.Empty:
             raise SourceError(self._timed_out(path)) from None
         if isinstance(outcome, Exception):
@@ -202,7 +223,8 @@ class Prometheus:
         return outcome
 
     def _timed_out(self, path: str) -> str:
-        return f"Prometheus at {self.url} timed out on {path}: no whole answer within {self.timeout:g} s"
+        return (f"Prometheus at {self.url} timed out on {path}: the call had no whole answer within "
+                f"{self.timeout:g} s")
 
     def _read(self, path: str, params: dict[str, Any], deadline: float) -> tuple[int, bytes]:
         try:

@@ -157,6 +157,9 @@ def test_code_blocks_what_no_verifier_may_wave_through(claim_update, cited, rule
     ("order-service HighMemoryUsage: replica failed its healthy check, healthy is false", refs(ALERT + ", healthy=false")),
     ("order-service HighMemoryUsage 告警触发，内存高于正常水平，持续 15 min", refs(state="firing")),
     ("order-service HighMemoryUsage 告警正在触发，尚未恢复", refs(state="firing")),
+    # A state word of something else than the alert says nothing of the alert.
+    ("order-service HighMemoryUsage 告警触发，自动恢复失败", refs(state="firing")),
+    ("order-service HighMemoryUsage 告警触发，需要修复内存泄漏", refs(state="firing")),
     ("order-service HighMemoryUsage 告警曾触发，现已恢复", refs(ALERT.replace("firing", "resolved"), state="resolved")),
     ("order-service HighMemoryUsage: 91% is above the 85% threshold", refs(state="firing")),
     ("order-service OOMKilled: 因内存不足被杀", refs("PodOOMKilled firing, service=order-service; java.lang.OutOfMemoryError")),
