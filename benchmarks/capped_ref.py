@@ -74,7 +74,7 @@ def _alert_source() -> Prometheus:
 
 def main() -> None:
     with tempfile.TemporaryDirectory() as root:
-        for n, (kind, make) in enumerate(KINDS.items()):
+        for n, make in enumerate(KINDS.values()):
             Path(root, f"{n}.log").write_text(f"[2026-11-30 10:00:0{n}][ERROR][bench-{n}] {make(LINE_CHARS)}\n",
                                               encoding="utf-8")
         os.environ["DIAGNOSIS_LOGS_DIR"] = root

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from program.evidence.citations import CLAUSE, clauses
+from program.evidence.matching import CLAUSE, clauses
 from tools.recorder import citation_label
 
 OBSERVATION_HEAD = re.compile(r"^#(\d+) (\w+)\((.*)\) -> (\w+)", re.MULTILINE)

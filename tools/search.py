@@ -14,7 +14,6 @@ is a concept matched by form, not spelling:
 from __future__ import annotations
 
 import functools
-
 import math
 import re
 import threading

@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import re
 
+from program.evidence.characters import bidi_controls
 from program.evidence.injection import addresses_the_model, restated_instruction
 from program.evidence.language import say, verdict_text
-from program.evidence.characters import bidi_controls
 from program.evidence.matching import canonical
-from program.evidence.scope import mentions
 from program.evidence.relevance import unnamed_topics
-from program.evidence.statements import misbound_numbers, negated, state_conflicts, ungrounded_numbers
+from program.evidence.scope import mentions
+from program.evidence.statements import misbound_numbers, negated, sentences, state_conflicts, ungrounded_numbers
 from program.evidence.verdict import IDENTIFIER, CitedRef
 from signatures.contracts import Claim, Language, Verdict
 
@@ -33,7 +33,6 @@ NO_EVIDENCE_PHRASES = ("未检索到", "未找到", "没有找到", "无真实�
 DUMP_CHARS = 100
 MAX_POSSIBLE_MATCHES = 5
 MAX_ANSWER_CHARS = 800
-SENTENCE = re.compile(r"[^。！？!?;；\n]+(?:[。！？!?;；\n]|$)")
 # Hedges about what is NOT confirmed are how an honest answer talks about hypotheses.
 HEDGE = re.compile(r"未确认|尚未确认|无法确认|不能确认|不确定|未经证实|not (?:yet )?confirmed|cannot confirm|unconfirmed",
                    re.IGNORECASE)
@@ -59,7 +58,7 @@ def contradicting_sentences(answer: str, verified: list[Claim], names: tuple[str
     states = {ref.state for c in positives for ref in cited.get(c.claim_id, []) if ref.state}
     evidence = [text for c in positives for text in contexts(c, cited)]
     found = []
-    for sentence in SENTENCE.findall(answer):
+    for sentence in sentences(answer):
         unhedged = HEDGE.sub(" ", sentence)
         if (subjects and mentions(sentence, subjects) and negated(unhedged)) or state_conflicts(unhedged, states, evidence,
                                                                                                 names):
@@ -122,7 +121,7 @@ def scan_answer(
     hits = mentions(text, excluded_terms)
     if hits:
         reasons.append(f"the answer mentions excluded topic(s): {', '.join(hits)}")
-    restated = (restated_instruction(sentence, ref_texts, tuple(topics), names) for sentence in SENTENCE.findall(text))
+    restated = (restated_instruction(sentence, ref_texts, tuple(topics), names) for sentence in sentences(text))
     if addresses_the_model(text):
         reasons.append("the answer repeats an instruction found in tool output")
     elif reason := next(filter(None, restated), None):

@@ -16,12 +16,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from program.evidence.gatekeeper import UNKNOWN_LABEL
-from program.evidence.matching import match_excerpt
+from program.evidence.matching import clauses, match_excerpt
 from signatures.contracts import Claim, ClaimDraft, EvidenceBinding, Finding, ToolInvocation
 from tools.recorder import citation_label
 
-# Clause boundaries inside a ref: "HighMemoryUsage firing, ...; JVM heap usage 3.8GB/4GB; ...".
-CLAUSE = re.compile(r"\s*[;；]\s*")
 # A label as an LM may write it, read after NFKC (which folds a full-width ＃ or ＄): the spacing
 # and a colon copied from the observations are not part of it.
 LABEL = re.compile(r"#\s*(\d+)\s*(?:(\$\.\w+\[\d+\])\s*(?:§\s*(\d+))?|(no-hit))\s*:?")
@@ -42,12 +40,6 @@ class Citation:
     def binding(self) -> EvidenceBinding:
         return EvidenceBinding(tool_name=self.tool_name, source_invocation_id=self.invocation_id,
                                raw_path=self.raw_path, evidence_excerpt=self.excerpt)
-
-
-def clauses(text: str) -> list[str]:
-    """A ref's clauses, numbered from 1, when it has more than one."""
-    parts = CLAUSE.split(text)
-    return parts if len([p for p in parts if p]) >= 2 else []
 
 
 def canonical_label(written: str) -> str | None:

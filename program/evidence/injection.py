@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import get_args
 
+from program.evidence.statements import CLAUSE_END
 from program.evidence.text_cache import text_cache
 from signatures.contracts import Claim, EvidenceBinding, EvidenceStatus, Judgement, Verdict
 from tools.functions import TOOLBOX
@@ -313,10 +314,6 @@ RESTATED_SHARE = 0.5
 class Restated:
     span: str  # the words of the cited text the instruction covers
     instruction: str  # the words that make it an instruction
-
-
-# Where the words a request asks for end: a sentence or a clause.
-CLAUSE_END = re.compile(r"[。！？!?;；，,\n]|\.(?:\s|$)")
 
 
 @text_cache(CACHE_CHARS)

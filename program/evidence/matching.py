@@ -48,7 +48,7 @@ from program.evidence.characters import (
     kept_apart,
     negation_word,
 )
-from program.evidence.statements import UNITS
+from program.evidence.units import UNITS
 from program.evidence.text_cache import text_cache
 from tools.search import word_starts
 
@@ -56,7 +56,7 @@ HARD_PUNCTUATION = frozenset("%./:-+<>=≠≤≥≦≧~≈≃≅!?")
 # Symbols that only separate fields or mark up text (a log's "a | b", markdown's `code`), and the
 # other punctuation that only separates words.
 SEPARATOR_SYMBOLS = frozenset("|`")
-SEPARATING_PUNCTUATION = frozenset(",;'\"*#&@\\·、。‧¡¿")
+SEPARATING_PUNCTUATION = frozenset(",;'\"*#&\\·、。‧¡¿")
 ELLIPSIS = re.compile(r"\.{3,}|…+")
 # A ref's clauses: "HighMemoryUsage firing on order-service; current=91%; threshold=85%".
 CLAUSE = re.compile(r"\s*[;；]\s*")
@@ -381,7 +381,7 @@ def match_excerpt(excerpt: str, ref_text: str) -> Match:
     ref = canonical(ref_text)
     cursor = 0
     spans: list[tuple[int, int]] = []
-    for n, (piece, canon_piece) in enumerate(zip(pieces, canon_pieces, strict=True)):
+    for piece, canon_piece in zip(pieces, canon_pieces, strict=True):
         found = ref.text.find(canon_piece, cursor)
         if found < 0:
             if ref.text.find(canon_piece) >= 0:

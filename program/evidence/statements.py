@@ -20,38 +20,21 @@ import re
 from dataclasses import dataclass
 
 from program.evidence.characters import DASHES, NEGATION_CHARS, NEGATION_WORDS, compatible_form
+from program.evidence.units import UNIT, UNITS
 
 NEGATION = re.compile(r"[" + "".join(sorted(NEGATION_CHARS)) + r"]|\b(?:" + "|".join(
     re.escape(w) for w in sorted(NEGATION_WORDS, key=len, reverse=True)) + r")\b", re.IGNORECASE)
 # Where a clause of a statement ends: what a negation or a quantity's name does not reach across.
-CLAUSE_END = re.compile(r"[,;，；。！？!?\n]|\s[-–—]\s|\bbut\b|但|而")
+CLAUSE_END = re.compile(r"[,;，；。！？!?\n]|\.(?:\s|$)|\s[-–—]\s|\bbut\b|但|而")
 # Where a sentence ends: what the subject of a state word ("告警曾触发，现已恢复") reaches across.
 SENTENCE_END = re.compile(r"[;；。！？!?\n]|\.(?:\s|$)")
 
-# Units as written after a number, each with what it measures and its scale; a unit is matched
-# with its case (`M` is not `m`, `Gb` is not `GB`). Chinese measure words (次, 个, 条) are counts,
-# not units, and stay with the words.
-_UNIT_SPELLINGS = (
-    ("time", 1e-9, "ns"), ("time", 1e-6, "µs|μs|us"), ("time", 1e-3, "ms|msec|millisecond|milliseconds|毫秒"),
-    ("time", 1.0, "s|sec|secs|second|seconds|秒|秒钟"), ("time", 60.0, "m|min|mins|minute|minutes|分钟"),
-    ("time", 3600.0, "h|hr|hrs|hour|hours|小时"), ("time", 86400.0, "d|day|days|天"),
-    ("bytes", 1.0, "B|byte|bytes"), ("bytes", 1e3, "KB|kB|kilobyte|kilobytes"), ("bytes", 1e6, "MB|megabyte|megabytes"),
-    ("bytes", 1e9, "GB|gigabyte|gigabytes"), ("bytes", 1e12, "TB|terabyte|terabytes"), ("bytes", 1024.0, "KiB"),
-    ("bytes", 1024.0 ** 2, "MiB"), ("bytes", 1024.0 ** 3, "GiB"), ("bytes", 1024.0 ** 4, "TiB"),
-    ("bits", 1.0, "b"), ("bits", 1e3, "Kb"), ("bits", 1e6, "Mb"), ("bits", 1e9, "Gb"), ("bits", 1e12, "Tb"),
-    ("percent", 1.0, "%|percent|per cent|pct"), ("percent", 0.1, "‰"), ("ratio", 1.0, "x"),
-    ("million", 1.0, "M"), ("thousand", 1.0, "k|K"),
-    # Lower-case spellings that could be bytes or bits: each equal only to itself.
-    ("kb", 1.0, "kb"), ("mb", 1.0, "mb"), ("gb", 1.0, "gb"), ("tb", 1.0, "tb"),
-)
-UNITS = {unit: (kind, scale) for kind, scale, spellings in _UNIT_SPELLINGS for unit in spellings.split("|")}
-_UNIT = "|".join(re.escape(u) for u in sorted(UNITS, key=len, reverse=True))
 # A number as written in digits: a comparison written before it (p99 > 2s, current≠91%), its sign
 # (only where no word or digit precedes it, so the 1 of HikariPool-1 and the 11 of 2026-11-30 are
 # unsigned), digit groups, decimals, a unit, and a mark or superscript that makes it unreadable.
 DIGITS = re.compile(r"(?P<relation>(?:[<>!=]=|[<>≤≥≠≈~])\s*)?(?P<sign>(?<![\w.])[-+])?"
                     r"(?P<number>(?<![\d,])\d{1,3}(?:,\d{3})+(?![\d,])|\d+(?:\.\d+)?|(?<![\w.])\.\d+)"
-                    rf"(?P<unit>\s?(?:{_UNIT})(?![^\W\d_]))?(?P<mark>[\u0300-\u036f\u2070-\u209f\u00b2\u00b3\u00b9])?")
+                    rf"(?P<unit>\s?(?:{UNIT})(?![^\W\d_]))?(?P<mark>[\u0300-\u036f\u2070-\u209f\u00b2\u00b3\u00b9])?")
 EN_UNITS = {w: n for n, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen "
                                        "fourteen fifteen sixteen seventeen eighteen nineteen".split())}
 EN_TENS = {w: 10 * n for n, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if n >= 2}
@@ -61,7 +44,7 @@ EN_NUMBER = re.compile(r"\b(?:(?:" + "|".join([*EN_UNITS, *EN_TENS, *EN_SCALES, 
 ZH_DIGITS = {"零": 0, "〇": 0, "一": 1, "二": 2, "两": 2, "三": 3, "四": 4, "五": 5, "六": 6, "七": 7, "八": 8, "九": 9}
 ZH_SCALES = {"十": 10, "百": 100, "千": 1000, "万": 10**4, "亿": 10**8}
 ZH_NUMBER = re.compile(r"(?P<percent>百分之)?(?P<number>[零〇一二两三四五六七八九十百千万亿]+(?:点[零〇一二两三四五六七八九]+)?)"
-                       rf"(?P<unit>\s?(?:{_UNIT}))?")
+                       rf"(?P<unit>\s?(?:{UNIT}))?")
 
 # Alert states as Prometheus and Alertmanager report them, and the words a statement asserts them with.
 RAISED_STATES = ("firing", "pending")
@@ -282,6 +265,11 @@ def misbound_numbers(text: str, evidence: list[str]) -> list[str]:
                     found.append(f"{q.written} (the evidence gives {keys[0][0]} as {keys[0][1]})")
                 break
     return found
+
+
+def sentences(text: str) -> list[str]:
+    """The text's sentences, each without the mark that ends it."""
+    return [part.strip() for part in SENTENCE_END.split(text) if part.strip()]
 
 
 def _clause_before(text: str, start: int) -> str:

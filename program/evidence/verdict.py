@@ -29,6 +29,7 @@ from program.evidence.characters import bidi_controls
 from program.evidence.injection import restated_instruction
 from program.evidence.relevance import Target, off_topic, unnamed_topics
 from program.evidence.scope import mentions
+from program.evidence.units import UNIT
 from program.evidence.statements import (
     misbound_numbers,
     negated,
@@ -45,7 +46,7 @@ from signatures.contracts import (
     VerifiedClaim,
     VerifierEvaluation,
 )
-from tools.declaration import Toolbox
+from tools.declaration import LOCATOR, Toolbox
 from tools.functions import TOOLBOX
 from tools.recorder import call_text
 
@@ -53,7 +54,7 @@ from tools.recorder import call_text
 IDENTIFIER = re.compile(r"[A-Za-z0-9_%]+(?:[.\-/:=][A-Za-z0-9_%]+)+|[A-Za-z_]*[0-9][A-Za-z0-9_%]*|"
                         r"[A-Za-z]*[a-z][A-Z][A-Za-z0-9]*|[A-Z]{2,}[A-Za-z0-9]*")
 # Numbers with units and separators ("3600/3900/4200ms", "3.8GB/4GB", "91%"): ungrounded_numbers checks those.
-MEASURE = re.compile(r"(?:[\d.,%/:=\-]+(?:ms|s|m|h|d|gb|mb|kb|b|x)?)+", re.IGNORECASE)
+MEASURE = re.compile(rf"(?:[\d.,%/:=\-]+(?:{UNIT})?)+")
 
 # A claim that something was not found or does not exist.
 ABSENCE = re.compile(r"未检索到|未找到|没有找到|未发现|没有发现|不存在|没有|无相关|并无|"
@@ -134,7 +135,7 @@ def cited_refs(gate: GatekeeperResult, invocations: Iterable[ToolInvocation],
 
 def _item_state(invocation: ToolInvocation, raw_path: str | None) -> str | None:
     """The `state` field of the output item a ref was extracted from, if it has one."""
-    found = re.fullmatch(r"\$\.(\w+)\[(\d+)\]", raw_path or "")
+    found = LOCATOR.match(raw_path or "")
     items = invocation.output.get(found.group(1)) if found and isinstance(invocation.output, dict) else None
     item = items[int(found.group(2))] if isinstance(items, list) and int(found.group(2)) < len(items) else None
     state = item.get("state") if isinstance(item, dict) else None
