@@ -9,7 +9,7 @@ makes code replace it with an answer built only from verified claims.
 Every sentence of the deterministic answer is code's: the verdict, the verified claims (checked
 claim by claim) with the whole clauses they cite, the searches that found nothing, the lookups
 that failed. The executor's missing_info is LM text that no check reads, so it stays in the audit
-record and never reaches the answer.
+record and out of this answer (the composer may read it; its answer is scanned like any other).
 """
 
 from __future__ import annotations
