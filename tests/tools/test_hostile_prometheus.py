@@ -241,3 +241,14 @@ def test_a_source_that_breaks_while_the_run_is_set_up_ends_in_a_stored_failed_se
     record = AuditStore(db, read_only=True).get_session(result.session_id)
     assert record.status == "failed"
     assert [(e.rule, e.message) for e in record.errors] == [("pipeline.internal_error", "RuntimeError: a bug in a source")]
+
+
+@pytest.mark.parametrize(("labels", "problem"), [
+    ({"alertname": "HighMemoryUsage", "service": "s" * (MAX_NAME_CHARS + 1)}, "a name may have at most"),
+    ({"alertname": "HighMemoryUsage", "service": "order-service", "k" * (MAX_NAME_CHARS + 1): "v"}, "labels"),
+    ({"alertname": "HighMemoryUsage", "service": "order-service", "note": "x" * (MAX_ITEM_CHARS + 1)}, "labels"),
+])
+def test_alert_labels_are_bounded_like_every_name_and_field(labels, problem):
+    with prometheus(answer(200, with_alert(labels=labels))) as server:
+        with pytest.raises(SourceError, match=problem):
+            Prometheus(server.url, timeout=2).alerts()

@@ -83,7 +83,7 @@ class Answer(BaseModel):
 
 
 class ActiveAlert(BaseModel):
-    labels: dict[str, str]
+    labels: dict[Name, Annotated[str, StringConstraints(max_length=MAX_ITEM_CHARS)]]
     annotations: dict[str, str] = {}
     state: AlertState
     activeAt: Name | None = None
@@ -260,11 +260,15 @@ class Prometheus:
         for rule in self._rules():
             compared = threshold(rule.query)
             for active in rule.alerts:
+                service = active.labels.get(self.service_label)
+                if service is not None and len(service) > MAX_NAME_CHARS:
+                    raise SourceError(f"Prometheus at {self.url} answered /api/v1/rules with a {self.service_label} "
+                                      f"label of {len(service)} characters; a name may have at most {MAX_NAME_CHARS}")
                 cut: list[str] = []
                 alert: dict[str, Any] = {
                     "name": rule.name,
                     "state": active.state,
-                    "service": active.labels.get(self.service_label),
+                    "service": service,
                     "current": number_text(active.value),
                 }
                 if compared:
