@@ -38,6 +38,10 @@ _JUDGE_CASES = (
      "negative_observation: search-service 的日志中未检索到 Elasticsearch 超时记录。",
      ["未找到匹配的日志 (no log lines matched query='Elasticsearch timeout', service='search-service', level=None)"],
      "supported", "the search found nothing, which is what the claim says"),
+    ("Does checkout-service have a CertificateExpiry alert? Only confirm.",
+     "negative_observation: No CertificateExpiry alert was found for checkout-service.",
+     ["未找到匹配的告警 (no alerts matched service='checkout-service', alert_name='CertificateExpiry', state=None)"],
+     "supported", "the alert lookup found nothing, which is what the claim says"),
 )
 
 

@@ -16,6 +16,7 @@ paraphrase.
 
 from __future__ import annotations
 
+import operator
 import re
 from dataclasses import dataclass
 
@@ -35,6 +36,15 @@ SENTENCE_END = re.compile(r"[;；。！？!?\n]|\.(?:\s|$)")
 DIGITS = re.compile(r"(?P<relation>(?:[<>!=]=|[<>≤≥≠≈~])\s*)?(?P<sign>(?<![\w.])[-+])?"
                     r"(?P<number>(?<![\d,])\d{1,3}(?:,\d{3})+(?![\d,])|\d+(?:\.\d+)?|(?<![\w.])\.\d+)"
                     rf"(?P<unit>\s?(?:{UNIT})(?![^\W\d_]))?(?P<mark>[\u0300-\u036f\u2070-\u209f\u00b2\u00b3\u00b9])?")
+# Comparisons: as symbols, and in words right before the number. Only a bound (< > ≤ ≥) can be
+# grounded by a measured value that satisfies it; ≠ and ≈ need the same comparison in the evidence.
+RELATIONS = {"": "=", "==": "=", "<=": "≤", ">=": "≥", "!=": "≠", "~": "≈"}
+BOUNDS = {">": operator.gt, "<": operator.lt, "≥": operator.ge, "≤": operator.le}
+RELATION_WORDS = re.compile(
+    r"(?:(?P<_ge>至少|不低于|不少于|\bat least)|(?P<_le>不超过|至多|\bat most|\bno more than)|"
+    r"(?P<_gt>超过|高于|大于|多于|超出|\babove|\bover|\bmore than|\bgreater than|\bhigher than|\bexceed(?:s|ed|ing)?)|"
+    r"(?P<_lt>低于|小于|少于|不到|\bbelow|\bunder|\bless than|\blower than))\s*$", re.IGNORECASE)
+WORDED = {"_ge": "≥", "_le": "≤", "_gt": ">", "_lt": "<"}
 EN_UNITS = {w: n for n, w in enumerate("zero one two three four five six seven eight nine ten eleven twelve thirteen "
                                        "fourteen fifteen sixteen seventeen eighteen nineteen".split())}
 EN_TENS = {w: 10 * n for n, w in enumerate("_ _ twenty thirty forty fifty sixty seventy eighty ninety".split()) if n >= 2}
@@ -163,10 +173,9 @@ def quantities(text: str) -> list[Quantity]:
     found = []
     for m in DIGITS.finditer(text):
         value = float(m.group("number").replace(",", "")) * (-1 if m.group("sign") == "-" else 1)
-        relation = (m.group("relation") or "").strip()
+        relation = (m.group("relation") or "").strip() or _relation_in_words(text[:m.start()])
         found.append(Quantity(value, _unit(m.group("unit")), m.group(0).strip(), m.start(), m.end(),
-                              relation=relation if relation not in ("", "==") else "=",
-                              readable=m.group("mark") is None))
+                              relation=RELATIONS.get(relation, relation), readable=m.group("mark") is None))
     for m in EN_NUMBER.finditer(text):
         words = [w for w in re.split(r"[\s-]+", m.group(0).casefold()) if w and w not in ("and", "percent", "per", "cent")]
         value = _en_value(words)
@@ -183,13 +192,40 @@ def quantities(text: str) -> list[Quantity]:
     return sorted(found, key=lambda q: q.start)
 
 
+def _relation_in_words(before: str) -> str:
+    """The comparison written in words right before a number: "超过 3 秒", "more than 85%"."""
+    found = RELATION_WORDS.search(before[-16:])
+    return WORDED[found.lastgroup] if found else "="
+
+
 def _grounded(q: Quantity, evidence: list[Quantity]) -> bool:
     """A stated number is grounded by an evidence number of the same measure (the same value when
-    the claim gives no unit), and, where the claim writes a comparison, the same comparison."""
+    the claim gives no unit), and, where the claim writes a comparison, by the same comparison
+    (`P99>2s`) or by a measured value that satisfies it: "每次超过 3 秒" against 3750ms."""
     if not q.readable:
         return False
-    return any(e.readable and (q.relation == "=" or e.relation == q.relation)
-               and (e.value == q.value if q.unit is None else q.same_measure(e)) for e in evidence)
+    for e in evidence:
+        if not e.readable:
+            continue
+        if (q.relation == "=" or e.relation == q.relation) and (
+                e.value == q.value if q.unit is None else q.same_measure(e)):
+            return True
+        if q.relation in BOUNDS and e.relation == "=" and _satisfies(e, q):
+            return True
+    return False
+
+
+def _satisfies(measured: Quantity, bound: Quantity) -> bool:
+    if bound.unit is None or measured.unit is None:
+        if bound.unit is not None or measured.unit is not None:
+            return False
+        value, limit = measured.value, bound.value
+    else:
+        (kind, scale), (bound_kind, bound_scale) = UNITS[measured.unit], UNITS[bound.unit]
+        if kind != bound_kind:
+            return False
+        value, limit = measured.value * scale, bound.value * bound_scale
+    return BOUNDS[bound.relation](value, limit)
 
 
 def ungrounded_numbers(text: str, evidence: list[str]) -> list[str]:

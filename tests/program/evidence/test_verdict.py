@@ -118,6 +118,9 @@ NO_HIT = "未找到匹配的日志 (no log lines matched query='connection pool 
     ({"claim_text": "order-service HighMemoryUsage current≠91%"}, refs(), "verdict.ungrounded_number"),
     ({"claim_text": "order-service HighMemoryUsage current 91\u0338%"}, refs(), "verdict.ungrounded_number"),
     ({"claim_text": "order-service HighMemoryUsage current \u201391%"}, refs(), "verdict.ungrounded_number"),
+    # A bound in words that no measured value satisfies.
+    ({"claim_text": "order-service HighMemoryUsage 内存使用率超过 95%"}, refs(), "verdict.ungrounded_number"),
+    ({"claim_text": "order-service HighMemoryUsage: memory below 85%"}, refs(), "verdict.ungrounded_number"),
     # A number said of another quantity: in the words code gives the field, or before its name.
     ({"claim_text": "order-service HighMemoryUsage 告警，阈值 91%，当前 85%"}, refs(), "verdict.misbound_number"),
     ({"claim_text": "order-service HighMemoryUsage at 91% threshold"}, refs(), "verdict.misbound_number"),
@@ -162,6 +165,8 @@ def test_code_blocks_what_no_verifier_may_wave_through(claim_update, cited, rule
     ("order-service HighMemoryUsage 告警触发，需要修复内存泄漏", refs(state="firing")),
     ("order-service HighMemoryUsage 告警曾触发，现已恢复", refs(ALERT.replace("firing", "resolved"), state="resolved")),
     ("order-service HighMemoryUsage: 91% is above the 85% threshold", refs(state="firing")),
+    # A bound in words that the measured values satisfy.
+    ("order-service HighMemoryUsage 告警，内存使用率超过 90%，持续超过 10 分钟", refs(state="firing")),
     ("order-service OOMKilled: 因内存不足被杀", refs("PodOOMKilled firing, service=order-service; java.lang.OutOfMemoryError")),
     ("order-service 内存告警，内存使用率 91%，GC 128 次",
      refs("[11:17][WARN][order-service] 内存使用率过高: 91.0%, GC次数: 128")),
