@@ -279,7 +279,7 @@ def misbound_numbers(text: str, evidence: list[str]) -> list[str]:
     shares at least half its parts with those words."""
     named = []
     for key, _, value in _pairs(evidence):
-        values = {q.value for q in quantities(value)}
+        values = quantities(value)
         if values and (names := _names(key)):
             named.append((key, value, names, values))
     text = fold(text)
@@ -297,7 +297,7 @@ def misbound_numbers(text: str, evidence: list[str]) -> list[str]:
         for words in (_name_parts(text[start:q.start]), _name_parts(first_after.group() if first_after else "")):
             keys = [(key, value, values) for key, value, names, values in named if _named(names, words)]
             if keys:
-                if not any(q.value in values for _, _, values in keys):
+                if not any(_grounded(q, values) for _, _, values in keys):
                     found.append(f"{q.written} (the evidence gives {keys[0][0]} as {keys[0][1]})")
                 break
     return found
