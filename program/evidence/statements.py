@@ -109,13 +109,18 @@ class Quantity:
     relation: str = "="  # a comparison written before the number: >, ≥, ≠ ...
     readable: bool = True  # False when a mark or superscript sits on it (91̸%, 12⁸)
 
+    @property
+    def measure(self) -> tuple[str, float]:
+        """What the number measures and its value in that measure's base unit ("" for no unit)."""
+        if self.unit is None:
+            return "", self.value
+        kind, scale = UNITS[self.unit]
+        return kind, self.value * scale
+
     def same_measure(self, other: Quantity) -> bool:
         """The same value in the same unit, after scaling (2.3 秒 is 2300ms; 15 hours is not 15m)."""
-        if self.unit is None or other.unit is None:
-            return self.unit is None and self.value == other.value
-        (kind, scale), (other_kind, other_scale) = UNITS[self.unit], UNITS[other.unit]
-        return kind == other_kind and abs(self.value * scale - other.value * other_scale) <= 1e-9 * max(
-            1.0, abs(self.value * scale))
+        (kind, value), (other_kind, other_value) = self.measure, other.measure
+        return kind == other_kind and abs(value - other_value) <= 1e-9 * max(1.0, abs(value))
 
 
 def _en_value(words: list[str]) -> float | None:
@@ -216,16 +221,8 @@ def _grounded(q: Quantity, evidence: list[Quantity]) -> bool:
 
 
 def _satisfies(measured: Quantity, bound: Quantity) -> bool:
-    if bound.unit is None or measured.unit is None:
-        if bound.unit is not None or measured.unit is not None:
-            return False
-        value, limit = measured.value, bound.value
-    else:
-        (kind, scale), (bound_kind, bound_scale) = UNITS[measured.unit], UNITS[bound.unit]
-        if kind != bound_kind:
-            return False
-        value, limit = measured.value * scale, bound.value * bound_scale
-    return BOUNDS[bound.relation](value, limit)
+    (kind, value), (bound_kind, limit) = measured.measure, bound.measure
+    return kind == bound_kind and BOUNDS[bound.relation](value, limit)
 
 
 def ungrounded_numbers(text: str, evidence: list[str]) -> list[str]:
