@@ -1,32 +1,39 @@
 """The devset, as data files loaded with `datasets`: the six seed cases (ISS-007's minimal eval
-matrix) and their variants.
+matrix) and the harder cases of `devset/hard.jsonl`.
 
-`devset/variants.jsonl` holds variants of the seed cases from the fixture world: other services and
-alerts, Chinese and English, other wordings of "only confirm", negatives on other services, and
-other excluded topics. Each record names its case family (the seed it varies), its split and its
-phrasing. The split is fixed and stratified by family: every family is in both splits, and the
-held-out split's services, phrasings and excluded topics occur in no training example
-(tests/devset/test_devset.py checks this in code). The seed cases are all training examples, and
-the gatekeeper-reject case stays an offline fixture.
+The harder cases look like real incidents, and a lookup rule that cites whatever names the target
+cannot solve them: distractors in the target's own evidence (an earlier resolved alert beside the
+firing one, another service's alert in the same answer, an excluded topic in a matching log line,
+slow requests on another endpoint), a search that matches by synonym but shows a healthy pool,
+hit and no-hit in one session, negative observations, and broad questions. They run against
+`devset/world/`: the fixture world with eight noisier services added, so the six seed cases keep
+their evidence and their meaning. Each case records, as data, what it expects and why: the verdict,
+the polarity of each answer (present or absent), the facts its claim text must state, the refs a
+good answer cites (`expected_refs`, each a list of needles, any one of which is right) and the refs it must
+not cite (`wrong_refs`), the forbidden terms, and a gold run.
 
-Each case file under ``devset/cases/`` records the question, the expected verdict class, the facts
-a good claim carries, the forbidden terms, the evidence refs a good answer cites (as tool name and
-a needle of ref text, since invocation ids are per session) and a gold run (plan, tool calls,
-claims, answer). Whether a question is narrow is not data here: `program.evidence.scope` reads it
-from the question. The gatekeeper-reject case is an offline fixture: a given executor output with
-fabricated citations, checked without an LM.
+The split is fixed by service and phrasing: the held-out split's services and phrasings occur in no
+training question, and every kind is in both splits (tests/devset/test_devset.py checks this in
+code). The seed cases are all training examples, and the gatekeeper-reject case stays an offline
+fixture: a given executor output with fabricated citations, checked without an LM. Whether a
+question is narrow is not data here: `program.evidence.scope` reads it from the question.
 """
 
 from __future__ import annotations
 
 import json
+import os
+from contextlib import contextmanager
 from pathlib import Path
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
-VARIANTS = Path(__file__).resolve().parent / "variants.jsonl"
-REQUIRED_KEYS = ("case_id", "family", "split", "phrasing", "question", "expected_verdict", "runs_lm", "required_facts",
-                 "forbidden_terms", "expected_refs", "gold", "fixture_executor_output")
-VARIANT_KEYS = ("case_id", "family", "split", "phrasing", "question", "required_facts", "forbidden_terms", "gold")
+HARD = Path(__file__).resolve().parent / "hard.jsonl"
+WORLD = Path(__file__).resolve().parent / "world"
+REQUIRED_KEYS = ("case_id", "family", "kind", "split", "phrasing", "question", "expected_verdict", "expected_polarity",
+                 "runs_lm", "required_facts", "forbidden_terms", "expected_refs", "wrong_refs", "gold",
+                 "fixture_executor_output")
+HARD_KEYS = ("case_id", "family", "kind", "split", "phrasing", "question", "expected_verdict", "expected_polarity",
+             "required_facts", "forbidden_terms", "expected_refs", "wrong_refs", "why", "gold")
 SPLITS = ("train", "held-out", "offline")
 
 
@@ -49,6 +56,9 @@ def load_cases(directory: Path | str | None = None) -> list[dict]:
         missing = [k for k in REQUIRED_KEYS if not isinstance(record, dict) or k not in record]
         if missing:
             raise DevsetError(f"devset case {path.name} lacks {', '.join(missing)}")
+        # A seed names one needle per ref; the harder cases may name several, any one of which is right.
+        record["expected_refs"] = [{"tool_name": r["tool_name"], "needles": [r["needle"]]}
+                                   for r in record.get("expected_refs") or []]
         records.append(record)
     try:
         # One table over all cases: Arrow unifies the optional parts (a fixture in one case, null elsewhere).
@@ -58,28 +68,39 @@ def load_cases(directory: Path | str | None = None) -> list[dict]:
     return cases
 
 
-def _variant(record: dict, where: str) -> dict:
-    """A variant in the seed cases' shape: a narrow question expected to PASS, whose gold citations
-    are also the refs a good answer cites."""
-    missing = [k for k in VARIANT_KEYS if k not in record]
+def _hard(record: dict, where: str) -> dict:
+    missing = [k for k in HARD_KEYS if k not in record]
     if missing:
         raise DevsetError(f"{where} lacks {', '.join(missing)}")
-    refs = [{"tool_name": b["tool_name"], "needle": b["needle"]} for c in record["gold"]["claims"] for b in c["bindings"]]
-    gold = {"missing_info": [], "answer": "", **record["gold"]}
-    return {**record, "expected_verdict": "PASS", "runs_lm": True, "expected_refs": refs, "gold": gold,
-            "fixture_executor_output": None}
+    return {**record, "runs_lm": True, "fixture_executor_output": None,
+            "gold": {"missing_info": [], "answer": "", **record["gold"]}}
 
 
-def load_devset(directory: Path | str | None = None, variants: Path | str | None = None) -> list[dict]:
-    """The seed cases and their variants, one table; each case's split is its own `split` field."""
+@contextmanager
+def devset_world():
+    """The tools answer from the devset's world while the block runs (the sources are keyed by setting)."""
+    before = os.environ.get("DIAGNOSIS_WORLD")
+    os.environ["DIAGNOSIS_WORLD"] = str(WORLD)
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop("DIAGNOSIS_WORLD", None)
+        else:
+            os.environ["DIAGNOSIS_WORLD"] = before
+
+
+def load_devset(directory: Path | str | None = None, hard: Path | str | None = None) -> list[dict]:
+    """The seed cases and the harder cases, one table; each case's split is its own `split` field.
+    The harder cases' evidence is in `devset_world()`."""
     import datasets
 
     cases = load_cases(directory)
-    path = Path(variants or VARIANTS)
+    path = Path(hard or HARD)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
-        raise DevsetError(f"cannot read devset variants {path}: {exc}") from None
+        raise DevsetError(f"cannot read the devset cases {path}: {exc}") from None
     records = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -90,7 +111,7 @@ def load_devset(directory: Path | str | None = None, variants: Path | str | None
             raise DevsetError(f"{path}:{number} is not JSON: {exc}") from None
         if not isinstance(record, dict):
             raise DevsetError(f"{path}:{number} is not an object")
-        records.append(_variant(record, f"{path}:{number}"))
+        records.append(_hard(record, f"{path}:{number}"))
     ids = [c["case_id"] for c in cases] + [r["case_id"] for r in records]
     if len(set(ids)) != len(ids):
         raise DevsetError(f"duplicate case ids in the devset: {sorted({i for i in ids if ids.count(i) > 1})}")
@@ -100,4 +121,4 @@ def load_devset(directory: Path | str | None = None, variants: Path | str | None
     try:
         return cases + datasets.Dataset.from_list(records).to_list()
     except Exception as exc:  # pyarrow raises several error types for inconsistent records
-        raise DevsetError(f"devset variants do not share one schema: {exc}") from exc
+        raise DevsetError(f"devset cases in {path.name} do not share one schema: {exc}") from exc

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from program.evidence.gatekeeper import check
+from program.evidence.statements import CLEARED_WORDS, fold, negated
+from program.lm.adapter import TEXT_MAX_CHARS
 from program.evidence.scope import mentions, read_scope
 from signatures.contracts import (
     NARROW_MAX_CLAIMS,
@@ -60,15 +62,53 @@ def narrow_problems(claims: list[Claim]) -> list[str]:
     return problems
 
 
-def citation_recall(expected: list[dict], gate: GatekeeperResult,
-                    invocations: list[ToolInvocation]) -> tuple[float, list[dict]]:
-    """The share of the refs a good answer cites that passing bindings cite, and the refs missed."""
+def _cited(gate: GatekeeperResult, invocations: list[ToolInvocation]) -> list[tuple[str, str]]:
+    """(tool, ref text) of every passing binding."""
     by_id = {inv.id: inv for inv in invocations}
     cited = [(cb.tool_name, _ref_text(by_id, cb.source_invocation_id, cb.raw_path))
              for cb in gate.checked_bindings if cb.status == "pass"]
-    found = [ref for ref in expected if any(tool == ref["tool_name"] and text and ref["needle"] in text
-                                            for tool, text in cited)]
+    return [(tool, text) for tool, text in cited if text]
+
+
+def _names(ref: dict, tool: str, text: str) -> bool:
+    return tool == ref["tool_name"] and any(needle in text for needle in ref["needles"])
+
+
+def citation_recall(expected: list[dict], gate: GatekeeperResult,
+                    invocations: list[ToolInvocation]) -> tuple[float, list[dict]]:
+    """The share of the refs a good answer cites that passing bindings cite, and the refs missed."""
+    cited = _cited(gate, invocations)
+    found = [ref for ref in expected if any(_names(ref, tool, text) for tool, text in cited)]
     return (len(found) / len(expected) if expected else 1.0), [ref for ref in expected if ref not in found]
+
+
+def wrong_citations(wrong: list[dict], gate: GatekeeperResult, invocations: list[ToolInvocation]) -> list[str]:
+    """The texts of the refs that passing bindings cite and a good answer must not cite."""
+    return [text for tool, text in _cited(gate, invocations) if any(_names(ref, tool, text) for ref in wrong)]
+
+
+def polarity(text: str, claim_type: str | None = None) -> str:
+    """Whether a claim says the asked thing is there ("present") or denies or clears it ("absent")."""
+    absent = claim_type == "negative_observation" or negated(text) or CLEARED_WORDS.search(fold(text))
+    return "absent" if absent else "present"
+
+
+def contradicted(missing_info: list[str], claims: list[Claim], topics: list[tuple[str, ...]]) -> list[str]:
+    """missing_info entries that say the opposite of a claim about the same topic ("未找到 HighMemoryUsage
+    告警" beside a claim that it fires): the answer would print both."""
+    found = []
+    for item in missing_info:
+        for claim in claims:
+            shared = [g for g in topics if mentions(item, list(g)) and mentions(claim.claim_text, list(g))]
+            if shared and polarity(item) != polarity(claim.claim_text, claim.claim_type):
+                found.append(item)
+                break
+    return found
+
+
+def cut_short(claims: list[Claim]) -> list[str]:
+    """Claims whose text reached the length the response schema allows: the LM was cut off mid-claim."""
+    return [c.claim_id for c in claims if len(c.claim_text) >= TEXT_MAX_CHARS]
 
 
 def score_run(case: dict, result: DiagnosisResult, invocations: list[ToolInvocation]) -> Breakdown:
@@ -104,7 +144,7 @@ def score_run(case: dict, result: DiagnosisResult, invocations: list[ToolInvocat
         out.feedback.append("no claim has all its citations passed, so scope and forbidden-term checks earn nothing")
 
     out.parts["recall"], missed = citation_recall(case["expected_refs"] or [], gate, invocations)
-    out.feedback.extend(f"no passing citation of the {r['tool_name']} ref containing {r['needle']!r}" for r in missed)
+    out.feedback.extend(f"no passing citation of the {r['tool_name']} ref containing {' or '.join(map(repr, r['needles']))}" for r in missed)
 
     verified_text = " ".join(c.claim.claim_text for c in result.claims if c.verification_status == "verified")
     facts = case["required_facts"] or []

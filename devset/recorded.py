@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import dspy
 
 from devset.gold import gold_executor_output, gold_tool_calls
-from devset.metric import citation_recall, narrow_problems
+from devset.metric import citation_recall, contradicted, cut_short, narrow_problems, polarity, wrong_citations
 from program.entry.audit import AuditStore
 from program.evidence.checks import check_citations
 from program.evidence.relevance import Target, question_target
@@ -34,7 +34,10 @@ from tools.catalog import Catalog
 from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder, render_observations
 
-WEIGHTS = {"gatekeeper": 0.25, "verifiable": 0.25, "forbidden": 0.15, "scope": 0.10, "recall": 0.15, "facts": 0.10}
+# The gatekeeper is the core: a citation that is not real earns nothing else. Every other part measures
+# something a user sees, and optimize.py reports how the parts correlate over a run.
+WEIGHTS = {"gatekeeper": 0.20, "verdict": 0.15, "refs": 0.20, "polarity": 0.15, "facts": 0.10, "scope": 0.10,
+           "consistent": 0.05, "whole": 0.05}
 
 
 @dataclass
@@ -118,37 +121,54 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
     parts["gatekeeper"] = float(gate.status == "pass")
     for error in gate.errors[:4]:
         feedback.append(f"gatekeeper {error.rule}: {error.message}")
-    parts["verifiable"] = len(verifiable) / len(claims) if claims else 0.0
     for claim_id, findings in blockers.items():
         for finding in findings:
             feedback.append(f"claim {claim_id} blocked by {finding.rule}: {finding.message}")
     if not claims:
         feedback.append("no claims: the executor stated nothing")
 
-    hits = mentions(" ".join(c.claim_text for c in claims), [t.casefold() for t in case["forbidden_terms"]])
-    parts["forbidden"] = float(not hits)
-    if hits:
-        feedback.append(f"forbidden terms in claims: {', '.join(hits)}")
+    verdict = "REJECT" if gate.severity == "reject" else "PASS" if gate.severity == "none" and verifiable else "LOW_CONFID"
+    parts["verdict"] = float(verdict == case["expected_verdict"])
+    if not parts["verdict"]:
+        feedback.append(f"code verdict {verdict}, expected {case['expected_verdict']}")
 
-    problems = narrow_problems(claims) if recorded.scope.narrow else []
-    feedback.extend(problems)
-    parts["scope"] = float(not problems)
-    if not verifiable:
-        # A claim code would block proves nothing, so staying in scope earns nothing either.
-        parts["forbidden"] = parts["scope"] = 0.0
-
-    parts["recall"], missed = citation_recall(case["expected_refs"], gate, recorded.invocations)
+    recall, missed = citation_recall(case["expected_refs"], gate, recorded.invocations)
+    wrong_hits = wrong_citations(case["wrong_refs"], gate, recorded.invocations)
+    # Evidence that does not answer the question (an earlier resolved alert, another endpoint, an
+    # excluded topic) misleads whoever reads the answer's citations, however right the rest is.
+    parts["refs"] = 0.0 if wrong_hits else recall
     # This wording reaches GEPA's reflection prompt: the recorded run's transcript holds it.
-    feedback.extend(f"did not cite the {r['tool_name']} ref containing {r['needle']!r}" for r in missed)
+    feedback.extend(f"did not cite the {r['tool_name']} ref containing {' or '.join(map(repr, r['needles']))}"
+                    for r in missed)
+    feedback.extend(f"cited a ref that does not answer the question: {text[:120]!r}" for text in wrong_hits)
 
-    said = " ".join([c.claim_text for c in verifiable]
-                    + [b.evidence_excerpt for c in verifiable for b in c.evidence_bindings]).casefold()
-    missing = [f for f in case["required_facts"] if f.casefold() not in said]
+    said = {polarity(c.claim_text, c.claim_type) for c in verifiable}
+    parts["polarity"] = float(said == set(case["expected_polarity"]))
+    if verifiable and not parts["polarity"]:
+        feedback.append(f"the claims say the asked thing is {' and '.join(sorted(said))}; the evidence says "
+                        f"{' and '.join(case['expected_polarity'])}")
+
+    stated = " ".join(c.claim_text for c in verifiable).casefold()
+    missing = [f for f in case["required_facts"] if f.casefold() not in stated]
     parts["facts"] = 1 - len(missing) / len(case["required_facts"]) if case["required_facts"] else 1.0
     if missing:
-        feedback.append(f"verifiable claims do not state {', '.join(missing)}")
+        feedback.append(f"no verifiable claim text states {', '.join(missing)}")
 
-    verdict = "REJECT" if gate.severity == "reject" else "PASS" if gate.severity == "none" and verifiable else "LOW_CONFID"
+    hits = mentions(" ".join(c.claim_text for c in claims), [t.casefold() for t in case["forbidden_terms"]])
+    if hits:
+        feedback.append(f"forbidden terms in claims: {', '.join(hits)}")
+    problems = narrow_problems(claims) if recorded.scope.narrow else []
+    feedback.extend(problems)
+    # A claim code would block proves nothing, so staying in scope earns nothing either.
+    parts["scope"] = float(bool(verifiable) and not hits and not problems)
+
+    contradictions = contradicted([m.description for m in output.missing_info], verifiable, recorded.topics)
+    parts["consistent"] = float(not contradictions)
+    feedback.extend(f"missing_info contradicts a claim: {item[:120]!r}" for item in contradictions)
+    cut = cut_short(claims)
+    parts["whole"] = float(not cut)
+    feedback.extend(f"claim {claim_id} was cut at the length cap" for claim_id in cut)
+
     score = round(sum(WEIGHTS[k] * v for k, v in parts.items()), 4)
     return Score(score=score, parts=parts, verdict=verdict, gatekeeper=f"{gate.status}/{gate.severity}",
                  failed_rules=list(gate.failed_rules), blocked_rules=sorted({f.rule for fs in blockers.values() for f in fs}),

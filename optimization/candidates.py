@@ -1,0 +1,117 @@
+"""What optimize.py compiles: each candidate is the pipeline's own citation module
+(program.lm.citation.Cite) compiled by one of DSPy's optimizers on the training split only."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import dspy
+
+from devset.recorded import CitationMetric, Recorded
+from program.lm.citation import Cite
+
+OPTIMIZERS = ("labeled", "stratified", "bootstrap", "knn", "gepa", "mipro")
+DEFAULT = ("labeled", "stratified", "bootstrap")
+# Only these become a fixed program that diagnose() can load; KNN picks demos per question at run time.
+SAVABLE = ("labeled", "stratified", "bootstrap", "gepa", "mipro")
+STRATA = ("alert hit", "log hit", "no-hit", "distractor")
+
+
+@dataclass
+class Settings:
+    k: int
+    threshold: float
+    gepa_calls: int
+    gepa_val: int
+    mipro_trials: int
+    lm: dspy.BaseLM
+    teacher: dspy.BaseLM | None = None
+    reflection: dspy.BaseLM | None = None
+    embedder: object | None = None
+
+
+def stratum(recorded: Recorded) -> set[str]:
+    """What a case's gold answer shows a student: which kinds of citation, and whether it must pass
+    over a distractor."""
+    found = set()
+    for claim in recorded.case["gold"]["claims"]:
+        for binding in claim["bindings"]:
+            if binding["tool_name"] == "query_metrics":
+                found.add("alert hit")
+            elif binding["tool_name"] == "query_logs":
+                found.add("no-hit" if claim["claim_type"] == "negative_observation" else "log hit")
+    if recorded.case["wrong_refs"]:
+        found.add("distractor")
+    return found
+
+
+def stratified(train: list[dspy.Example], evidence: dict[str, Recorded]) -> list[dspy.Example]:
+    """One gold demo per stratum, each the first training case that shows it and no demo chosen
+    before: an alert hit, a log hit, a no-hit and a distractor case."""
+    chosen: list[dspy.Example] = []
+    for name in STRATA:
+        shown = set().union(*(stratum(evidence[e.case_id]) for e in chosen)) if chosen else set()
+        if name in shown:
+            continue
+        pick = next((e for e in train if name in stratum(evidence[e.case_id]) and e not in chosen), None)
+        if pick is not None:
+            chosen.append(pick)
+    return chosen
+
+
+def compile_candidate(name: str, train: list[dspy.Example], evidence: dict[str, Recorded],
+                      settings: Settings) -> tuple[dspy.Module | None, str]:
+    base = Cite()
+    metric = CitationMetric(evidence)
+    if name == "labeled":
+        student = dspy.LabeledFewShot(k=settings.k).compile(base.deepcopy(), trainset=train)
+        return student, f"LabeledFewShot: {len(student.predict.demos)} gold demos from the training split"
+    if name == "stratified":
+        demos = stratified(train, evidence)
+        student = dspy.LabeledFewShot(k=len(demos)).compile(base.deepcopy(), trainset=demos)
+        return student, (f"LabeledFewShot on {len(demos)} gold demos, one per stratum ({', '.join(STRATA)}): "
+                         + ", ".join(d.case_id for d in demos))
+    if name == "bootstrap":
+        teacher = {"lm": settings.teacher} if settings.teacher is not None else None
+        optimizer = dspy.BootstrapFewShot(metric=metric, metric_threshold=settings.threshold,
+                                          max_bootstrapped_demos=settings.k, max_labeled_demos=0, max_rounds=1,
+                                          teacher_settings=teacher)
+        student = optimizer.compile(base.deepcopy(), teacher=Cite(), trainset=train)
+        kept = len(student.predict.demos)
+        who = "the teacher's" if teacher else "the program's own"
+        if kept == 0:
+            return None, f"BootstrapFewShot: no training run of {who} reached the metric threshold {settings.threshold}"
+        return student, f"BootstrapFewShot: {kept} demos from {who} training runs that scored >= {settings.threshold}"
+    if name == "knn":
+        optimizer = dspy.KNNFewShot(k=settings.k, trainset=train, vectorizer=dspy.Embedder(settings.embedder, caching=False),
+                                    max_bootstrapped_demos=0, max_labeled_demos=settings.k)
+        return optimizer.compile(base.deepcopy()), (f"KNNFewShot: the {settings.k} training examples nearest to each "
+                                                    f"question (llama.cpp embeddings of the question) as gold demos")
+    if name == "gepa":
+        optimizer = dspy.GEPA(metric=metric, reflection_lm=settings.reflection or settings.lm,
+                              max_metric_calls=settings.gepa_calls, reflection_minibatch_size=3, track_stats=True,
+                              use_merge=False, seed=0)
+        student = optimizer.compile(base.deepcopy(), trainset=train, valset=train[: settings.gepa_val])
+        return student, "GEPA: " + _instruction_note(base, student, settings.gepa_calls)
+    if name == "mipro":
+        optimizer = dspy.MIPROv2(metric=_float(metric), prompt_model=settings.reflection or settings.lm,
+                                 task_model=settings.lm, auto=None, num_candidates=3, max_bootstrapped_demos=0,
+                                 max_labeled_demos=settings.k, num_threads=1, verbose=False, seed=0)
+        student = optimizer.compile(base.deepcopy(), trainset=train, num_trials=settings.mipro_trials, minibatch=False,
+                                    data_aware_proposer=False, program_aware_proposer=False)
+        return student, "MIPROv2: " + _instruction_note(base, student, settings.mipro_trials)
+    raise ValueError(f"unknown optimizer {name!r}")
+
+
+def _float(metric: CitationMetric):
+    """MIPROv2 sums its metric's values: the score alone."""
+    def score(example, prediction, trace=None):
+        return float(metric(example, prediction, trace).score)
+    return score
+
+
+def _instruction_note(base: Cite, student: dspy.Module, budget: int) -> str:
+    proposed = student.predict.signature.instructions
+    if proposed.strip() == base.predict.signature.instructions.strip():
+        return f"no proposed instruction beat the original (budget {budget})"
+    return f"its instruction is now {proposed[:300]!r} (budget {budget})"

@@ -1,0 +1,126 @@
+"""Scoring a program on the devset's recorded evidence with dspy.Evaluate, one case per LM call, and
+printing progress with an estimate of the time left."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import dspy
+from dspy.utils.callback import BaseCallback
+
+from devset.recorded import Recorded, output_of, score_output
+
+
+@dataclass
+class CaseRun:
+    label: str
+    case_id: str
+    family: str
+    kind: str
+    split: str
+    score: float
+    parts: dict[str, float]
+    verdict: str
+    expected_verdict: str
+    gatekeeper: str
+    rules: list[str]
+    lm_calls: int
+    seconds: float
+    repeat: bool
+    feedback: str
+
+
+@dataclass
+class Row:
+    """One line of the report: a candidate, the uncompiled program or a reference (no model)."""
+
+    label: str
+    kind: str
+    note: str
+    compile_seconds: float | None = None
+    runs: list[CaseRun] = field(default_factory=list)
+
+    def mean(self, split: str) -> float | None:
+        scores = [r.score for r in self.runs if r.split == split]
+        return round(sum(scores) / len(scores), 4) if scores else None
+
+    def scores(self, split: str) -> dict[str, float]:
+        return {r.case_id: r.score for r in self.runs if r.split == split}
+
+
+def say(message: str) -> None:
+    print(f"[{datetime.now().strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+class Calls(BaseCallback):
+    """LM calls made, and how many of them the run's transcript answered as repeats."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def on_lm_start(self, call_id, instance, inputs):
+        self.calls += 1
+
+
+class Progress:
+    """The time left, from the mean time per case so far and the cases still planned."""
+
+    def __init__(self, planned: int):
+        self.planned, self.done, self.seconds = planned, 0, 0.0
+
+    def step(self, seconds: float) -> str:
+        self.done += 1
+        self.seconds += seconds
+        left = max(self.planned - self.done, 0) * self.seconds / self.done
+        return f"{self.done}/{self.planned}, about {left / 60:.0f} min left"
+
+
+class CaseMetric:
+    """The float metric dspy.Evaluate sums, keeping each case's whole Score and its cost beside it."""
+
+    def __init__(self, label: str, evidence: dict[str, Recorded], calls: Calls, progress: Progress | None,
+                 repeats=lambda: 0):
+        self.label, self.evidence, self.calls, self.progress, self.repeats = label, evidence, calls, progress, repeats
+        self.runs: list[CaseRun] = []
+        self._mark()
+
+    def _mark(self) -> None:
+        self._calls, self._repeats, self._started = self.calls.calls, self.repeats(), time.perf_counter()
+
+    def __call__(self, example, prediction, trace=None) -> float:
+        recorded = self.evidence[example.case_id]
+        case = recorded.case
+        scored = score_output(recorded, *output_of(prediction))
+        parse = prediction.parse_status
+        feedback = "; ".join(([] if parse.status == "valid" else [f"executor output unusable: {parse.detail[:160]}"])
+                             + scored.feedback) or "all checks passed"
+        seconds = round(time.perf_counter() - self._started, 1)
+        calls = self.calls.calls - self._calls
+        repeat = calls > 0 and self.repeats() - self._repeats == calls
+        self.runs.append(CaseRun(self.label, case["case_id"], case["family"], case["kind"], case["split"], scored.score,
+                                 scored.parts, scored.verdict, case["expected_verdict"], scored.gatekeeper,
+                                 scored.failed_rules + scored.blocked_rules, calls, seconds, repeat, feedback))
+        left = f" ({self.progress.step(seconds)})" if self.progress else ""
+        say(f"  {self.label} {case['case_id']}: {scored.score:.2f} {scored.verdict} {seconds} s"
+            f"{' repeat' if repeat else ''}{left}")
+        self._mark()
+        return scored.score
+
+
+def evaluate(program: dspy.Module, label: str, examples: list[dspy.Example], evidence: dict[str, Recorded],
+             calls: Calls, progress: Progress | None = None, repeats=lambda: 0) -> list[CaseRun]:
+    """One case at a time (the embedded model runs one call at a time); a case the program raised on
+    scores 0 and is named."""
+    metric = CaseMetric(label, evidence, calls, progress, repeats)
+    result = dspy.Evaluate(devset=examples, metric=metric, num_threads=1, display_progress=False,
+                           max_errors=len(examples) + 1, provide_traceback=False)(program)
+    scored = {r.case_id for r in metric.runs}
+    for example, _, _ in result.results:
+        if example.case_id not in scored:
+            case = evidence[example.case_id].case
+            metric.runs.append(CaseRun(label, case["case_id"], case["family"], case["kind"], case["split"], 0.0, {},
+                                       "LOW_CONFID", case["expected_verdict"], "-", [], 0, 0.0, False,
+                                       "the program raised; dspy.Evaluate scored it 0"))
+    return metric.runs

@@ -1,0 +1,38 @@
+"""Re-scoring a run from its own files: its results.json says how it was run, its transcript answers
+every LM request, and its embeddings answer the demo selector; nothing calls a model."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+class ReplayError(ValueError):
+    """The run folder cannot be replayed; the message says what is missing."""
+
+
+def read_run(folder: Path) -> dict:
+    try:
+        payload = json.loads((folder / "results.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise ReplayError(f"--replay {folder}: cannot read its results.json: {exc}") from None
+    if not (folder / "transcript.jsonl").is_file():
+        raise ReplayError(f"--replay {folder}: it has no transcript.jsonl to replay")
+    if not isinstance(payload, dict) or not isinstance(payload.get("meta", {}).get("args"), dict):
+        raise ReplayError(f"--replay {folder}: its results.json does not say how the run was made")
+    return payload
+
+
+def scores(payload: dict) -> list[tuple]:
+    """What a replay must reproduce: every row's every case, its score, verdict and rules."""
+    return [(r["label"], r["case_id"], r["score"], r["verdict"], tuple(r["rules"])) for r in payload["runs"]]
+
+
+def differences(recorded: dict, replayed: dict) -> list[str]:
+    before, after = scores(recorded), scores(replayed)
+    if before == after:
+        return []
+    changed = [f"{a[0]} {a[1]}: {a[2]} {a[3]} -> {b[2]} {b[3]}" for a, b in zip(before, after, strict=False) if a != b]
+    if len(before) != len(after):
+        changed.append(f"{len(before)} scored cases recorded, {len(after)} replayed")
+    return changed
