@@ -1,0 +1,327 @@
+"""The run's report: `report.md` and `report.html` from the payload that `results.json` holds, and a
+screenshot of the page in Debian's headless chromium.
+
+The page opens with its main figure, each candidate's and reference row's held-out gain over the
+uncompiled program with its interval as an error bar, then the tables. Case ids, claim texts and
+feedback carry text an LM wrote, so every string is escaped on the way out: HTML through Jinja2's
+autoescape and `html.escape` in the figure, Markdown through `markdown_cell`.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import jinja2
+from markupsafe import Markup
+
+FOLD_AT = 90  # characters of feedback shown before the fold
+LABEL_CHARS = 54  # characters of a row label the figure has room for; the full label is its tooltip
+CANDIDATE_COLOUR, REFERENCE_COLOUR = "#1f5fa8", "#b5651d"
+TICK_STEPS = (0.01, 0.02, 0.025, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0)
+
+
+@dataclass(frozen=True)
+class Table:
+    """One table of the report, as text cells, for both the page and the Markdown."""
+
+    title: str
+    head: list[str]
+    rows: list[list[str]]
+    intro: str = ""
+    numeric: frozenset[int] = frozenset()  # columns aligned right
+    widths: tuple[int, ...] = ()  # percent per column: a fixed layout that cannot grow sideways
+    folded: int | None = None  # the column whose long cells fold
+    marked: frozenset[tuple[int, int]] = field(default_factory=frozenset)  # (row, column) cells to flag
+
+
+def write_report(out: Path, payload: dict) -> None:
+    """`out/report.html` (figure first, then the tables) and `out/report.md` (the same tables)."""
+    tables = report_tables(payload)
+    lines = [decision_line(payload["meta"]), *meta_lines(payload["meta"])]
+    (out / "report.html").write_text(render_html(payload, lines, tables), encoding="utf-8")
+    (out / "report.md").write_text(render_markdown(payload, lines, tables), encoding="utf-8")
+
+
+def screenshot(page: Path, png: Path, timeout: float = 60) -> str | None:
+    """Render `page` to `png` at 1400x2000: None when it worked, else a one-line reason. Never raises,
+    so a run never fails for its picture."""
+    reason, _ = run_chromium(page, [f"--screenshot={png.resolve()}", "--window-size=1400,2000",
+                                    "--hide-scrollbars"], timeout)
+    if reason is None and not (png.is_file() and png.stat().st_size > 0):
+        reason = "chromium wrote no screenshot"
+    return reason
+
+
+def run_chromium(page: Path, flags: list[str], timeout: float) -> tuple[str | None, str]:
+    """Headless chromium on a local page: (None, stdout) or (a one-line reason, ""). Its own profile
+    directory, so that it never meets another chromium's lock; its whole process group is killed at
+    the timeout, so no renderer outlives it."""
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+    if binary is None:
+        return "chromium is not installed (apt-get install chromium)", ""
+    with tempfile.TemporaryDirectory(prefix="report-chromium-") as profile:
+        command = [binary, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
+                   *flags, page.resolve().as_uri()]
+        try:
+            child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, start_new_session=True)
+        except OSError as error:
+            return f"chromium could not start: {error}", ""
+        try:
+            stdout, stderr = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.communicate()
+            return f"chromium did not finish within {timeout:g} s", ""
+    if child.returncode != 0:
+        last = (stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[-1]
+        return f"chromium exited with {child.returncode}: {last[:200]}", ""
+    return None, stdout.decode("utf-8", "replace")
+
+
+def number(value: float | None, digits: int = 3, sign: bool = False) -> str:
+    if value is None or (isinstance(value, float) and not math.isfinite(value)):
+        return "-"
+    return f"{value:+.{digits}f}" if sign else f"{value:.{digits}f}"
+
+
+def gain_text(gain: dict | None) -> str:
+    if not gain or gain.get("gain") is None:
+        return "not measured"
+    interval = ("" if gain.get("low") is None or gain.get("high") is None
+                else f" [{number(gain['low'], sign=True)}, {number(gain['high'], sign=True)}]")
+    return number(gain["gain"], sign=True) + interval
+
+
+def decision_line(meta: dict) -> str:
+    return (f"Chosen: {meta.get('chosen') or 'none'}. Saved: {meta.get('saved') or 'nothing'}. "
+            f"Why: {meta.get('why') or '-'}")
+
+
+def meta_lines(meta: dict) -> list[str]:
+    identity = ", ".join(f"{k}={v}" for k, v in (meta.get("lm_identity") or {}).items()) or "not recorded"
+    args = ", ".join(f"{k}={v}" for k, v in (meta.get("args") or {}).items()) or "none"
+    interval = meta.get("interval")
+    return [
+        f"LM: {meta.get('lm')}; identity: {identity}.",
+        f"Model calls: {meta.get('model_calls', '-')}; exact repeats served from the run's transcript: "
+        f"{meta.get('repeats_served', '-')}.",
+        f"Wall time: {number(meta.get('wall_seconds'), 0)} s on {meta.get('cores', '-')} cores.",
+        f"Cases: {meta.get('train_cases', '-')} training, {meta.get('held_out_cases', '-')} held out; "
+        f"demo budget k={meta.get('k', '-')}.",
+        f"Gain: held-out mean score minus the uncompiled program's, on the same cases; "
+        f"{'-' if interval is None else f'{interval:.0%}'} paired bootstrap interval over "
+        f"{meta.get('resamples', '-')} resamples.",
+        f"Arguments: {args}.",
+    ]
+
+
+def report_tables(payload: dict) -> list[Table]:
+    return [summary_table(payload), parts_table(payload), correlation_table(payload),
+            analysis_table(payload), case_table(payload)]
+
+
+def summary_table(payload: dict) -> Table:
+    rows = [[row["label"], row["kind"], number(row.get("train")), number(row.get("held_out")),
+             gain_text(row.get("gain")), str((row.get("gain") or {}).get("cases", "-")),
+             number(row.get("compile_seconds"), 0), row.get("note") or ""] for row in payload["rows"]]
+    return Table("Summary", ["program", "kind", "train", "held-out", "held-out gain [interval]", "cases",
+                             "compile s", "note"], rows, numeric=frozenset({2, 3, 6}))
+
+
+def parts_table(payload: dict) -> Table:
+    parts = payload.get("parts") or {}
+    names, weights, means = parts.get("names") or [], parts.get("weights") or {}, parts.get("means") or {}
+    rows = [[row["label"], *(number((means.get(row["label"]) or {}).get(name)) for name in names)]
+            for row in payload["rows"]]
+    head = ["program", *(f"{name} (weight {number(weights.get(name), 2)})" for name in names)]
+    return Table("Metric parts, held-out mean per row", head, rows,
+                 numeric=frozenset(range(1, len(names) + 1)))
+
+
+def correlation_table(payload: dict) -> Table:
+    correlation = payload.get("correlation") or {}
+    names, matrix = correlation.get("names") or [], correlation.get("matrix") or []
+    same = {frozenset((pair["a"], pair["b"])) for pair in correlation.get("same_bit") or []}
+    marked = frozenset((i, j + 1) for i, a in enumerate(names) for j, b in enumerate(names)
+                       if a != b and frozenset((a, b)) in same)
+    rows = [[name, *(number(value, 2) for value in (matrix[i] if i < len(matrix) else []))]
+            for i, name in enumerate(names)]
+    flagged = "; ".join(f"{pair['a']} and {pair['b']} agree on {number(pair.get('agreement'), 3)} of runs"
+                        for pair in correlation.get("same_bit") or [])
+    intro = (f"Pearson correlation of the parts over {correlation.get('runs', '-')} scored runs. "
+             f"(Nearly) the same bit, flagged: {flagged or 'no pair'}.")
+    return Table("Correlation of the metric parts", ["part", *names], rows, intro=intro,
+                 numeric=frozenset(range(1, len(names) + 1)), marked=marked)
+
+
+def analysis_table(payload: dict) -> Table:
+    rows = [[item["case_id"], item.get("kind") or "", item.get("why") or ""] for item in payload.get("analysis") or []]
+    return Table("Per-case analysis", ["case", "kind", "why"], rows, widths=(22, 14, 64))
+
+
+def case_table(payload: dict) -> Table:
+    rows = []
+    for run in payload.get("runs") or []:
+        verdict = run.get("verdict") or "-"
+        if run.get("expected_verdict") and run["expected_verdict"] != verdict:
+            verdict += f", expected {run['expected_verdict']}"
+        lost = ", ".join(f"{name} {number(value, 2)}" for name, value in (run.get("parts") or {}).items()
+                         if value is not None and value < 1)
+        calls = str(run.get("lm_calls", "-")) + (", repeat" if run.get("repeat") else "")
+        rows.append([run["label"], run["case_id"], run.get("family") or "", run.get("split") or "",
+                     number(run.get("score")), verdict, run.get("gatekeeper") or "",
+                     ", ".join(run.get("rules") or []) or "-", lost or "-", calls,
+                     number(run.get("seconds"), 1), run.get("feedback") or ""])
+    head = ["program", "case", "family", "split", "score", "verdict", "gatekeeper", "rules", "parts below 1",
+            "LM calls", "s", "feedback"]
+    return Table("Per case", head, rows, numeric=frozenset({4, 10}),
+                 widths=(9, 16, 9, 5, 4, 8, 7, 13, 9, 5, 3, 12), folded=11)
+
+
+def render_html(payload: dict, lines: list[str], tables: list[Table]) -> str:
+    environment = jinja2.Environment(loader=jinja2.PackageLoader("optimization", "templates"), autoescape=True,
+                                     undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+    figure = gain_figure(payload["rows"], payload["meta"].get("interval"))
+    return environment.get_template("report.html").render(
+        meta=payload["meta"], lines=lines, tables=tables, figure=figure, fold_at=FOLD_AT)
+
+
+def markdown_cell(text: str) -> str:
+    """Text on one line for a Markdown table cell or list item: no HTML tag, no cell-splitting pipe,
+    no link (every link and image opens with a bracket)."""
+    text = re.sub(r"\s+", " ", str(text)).strip()
+    text = html.escape(text, quote=False)
+    return re.sub(r"([\\|\[])", r"\\\1", text)
+
+
+def markdown_table(table: Table) -> list[str]:
+    def cell(i: int, j: int, text: str) -> str:
+        return f"**{markdown_cell(text)}**" if (i, j) in table.marked else markdown_cell(text)
+
+    lines = [f"## {markdown_cell(table.title)}", ""]
+    if table.intro:
+        lines += [markdown_cell(table.intro), ""]
+    lines += ["| " + " | ".join(map(markdown_cell, table.head)) + " |",
+              "|" + "".join(" ---: |" if j in table.numeric else " --- |" for j in range(len(table.head)))]
+    lines += ["| " + " | ".join(cell(i, j, text) for j, text in enumerate(row)) + " |"
+              for i, row in enumerate(table.rows)]
+    return lines + [""]
+
+
+def render_markdown(payload: dict, lines: list[str], tables: list[Table]) -> str:
+    figure = [f"- {markdown_cell(row['label'] + ' (' + row['kind'] + '): ' + gain_text(row.get('gain')))}"
+              for row in payload["rows"] if row["kind"] != "uncompiled"]
+    md = [f"# Optimization run {markdown_cell(payload['meta'].get('run_id'))}", "",
+          "## Held-out gain over the uncompiled program", "",
+          "The figure is in report.html; its numbers:", "", *figure, "", "## Run", "",
+          *(f"- {markdown_cell(line)}" for line in lines), ""]
+    for table in tables:
+        md += markdown_table(table)
+    return "\n".join(md)
+
+
+@dataclass(frozen=True)
+class Axis:
+    """The figure's horizontal scale: gain `low`..`high` onto pixels `left`..`right`, ticks every `step`."""
+
+    low: float
+    high: float
+    step: float
+    left: float
+    right: float
+
+    @classmethod
+    def around(cls, values: list[float], left: float, right: float) -> Axis:
+        low, high = min([0.0, *values]), max([0.0, *values])
+        span = high - low or 0.2
+        step = next((s for s in TICK_STEPS if span / s <= 8), TICK_STEPS[-1])
+        return cls(math.floor(low / step - 0.25) * step, math.ceil(high / step + 0.25) * step, step, left, right)
+
+    def x(self, value: float) -> float:
+        return self.left + (value - self.low) / (self.high - self.low) * (self.right - self.left)
+
+    def ticks(self) -> list[float]:
+        count = round((self.high - self.low) / self.step)
+        return [round(self.low + i * self.step, 6) for i in range(count + 1)]
+
+
+def gain_figure(rows: list[dict], interval: float | None = None) -> Markup:
+    """Inline SVG, no script: one line per candidate and reference row, its gain a point and its
+    interval an error bar on a shared axis, with the uncompiled program as the zero line."""
+    shown = [r for r in rows if r["kind"] == "candidate"] + [r for r in rows if r["kind"] == "reference"]
+    width, label_width, value_width, row_height, top = 1300, 400, 220, 30, 48
+    values = [v for r in shown for v in ((r.get("gain") or {}).get(k) for k in ("gain", "low", "high"))
+              if isinstance(v, (int, float)) and math.isfinite(v)]
+    axis = Axis.around(values, label_width, width - value_width)
+    bottom = top + row_height * max(len(shown), 1)
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{bottom + 64}" '
+             f'viewBox="0 0 {width} {bottom + 64}" role="img" font-family="sans-serif" font-size="13" '
+             f'aria-label="held-out gain over the uncompiled program per row, with its interval">',
+             *figure_legend(label_width), *figure_axis(axis, top, bottom, interval)]
+    for i, row in enumerate(shown):
+        parts += figure_row(row, axis, top + row_height * i + row_height / 2, label_width)
+        if row["kind"] == "candidate" and i + 1 < len(shown) and shown[i + 1]["kind"] == "reference":
+            y = top + row_height * (i + 1)
+            parts.append(f'<line x1="24" y1="{y}" x2="{width - 24}" y2="{y}" stroke="#999" stroke-dasharray="4 4"/>')
+    return Markup("".join(parts) + "</svg>")
+
+
+def figure_legend(left: float) -> list[str]:
+    return [f'<circle cx="{left + 6}" cy="16" r="5" fill="{CANDIDATE_COLOUR}"/>'
+            f'<text x="{left + 16}" y="20">candidate (compiled)</text>',
+            f'<path d="M {left + 186} 10 l 6 6 l -6 6 l -6 -6 z" fill="white" stroke="{REFERENCE_COLOUR}" '
+            f'stroke-width="2"/><text x="{left + 198}" y="20">reference (rule, gold outputs, best per case)</text>']
+
+
+def figure_axis(axis: Axis, top: float, bottom: float, interval: float | None) -> list[str]:
+    parts = [f'<line class="axis" x1="{axis.left}" y1="{bottom}" x2="{axis.right}" y2="{bottom}" stroke="#333"/>']
+    for tick in axis.ticks():
+        x = axis.x(tick)
+        parts.append(f'<line x1="{x:.2f}" y1="{top - 6}" x2="{x:.2f}" y2="{bottom}" stroke="#e4e4e4"/>'
+                     f'<text class="tick" x="{x:.2f}" y="{bottom + 18}" text-anchor="middle">{tick_text(tick)}</text>')
+    zero = axis.x(0.0)
+    parts.append(f'<line class="zero" x1="{zero:.2f}" y1="{top - 6}" x2="{zero:.2f}" y2="{bottom}" '
+                 f'stroke="#000" stroke-width="1.5"/>'
+                 f'<text x="{zero:.2f}" y="{top - 12}" text-anchor="middle" font-size="12">uncompiled</text>')
+    parts.append(f'<text x="{(axis.left + axis.right) / 2:.0f}" y="{bottom + 44}" text-anchor="middle">'
+                 f'held-out gain over the uncompiled program (the zero line); error bar: its '
+                 f'{"" if interval is None else f"{interval:.0%} "}bootstrap interval</text>')
+    return parts
+
+
+def tick_text(tick: float) -> str:
+    return "0" if tick == 0 else f"{tick:+.2f}"
+
+
+def figure_row(row: dict, axis: Axis, y: float, label_width: float) -> list[str]:
+    label = row["label"]
+    short = label if len(label) <= LABEL_CHARS else label[:LABEL_CHARS - 1] + "…"
+    colour = CANDIDATE_COLOUR if row["kind"] == "candidate" else REFERENCE_COLOUR
+    gain = row.get("gain") or {}
+    parts = [f'<text x="{label_width - 12}" y="{y + 4:.1f}" text-anchor="end"><title>{html.escape(label)}</title>'
+             f'{html.escape(short)}</text>',
+             f'<text x="{axis.right + 12}" y="{y + 4:.1f}">{html.escape(gain_text(gain))}</text>']
+    if gain.get("low") is not None and gain.get("high") is not None:
+        x1, x2 = axis.x(gain["low"]), axis.x(gain["high"])
+        parts.append(f'<line class="interval" data-row="{html.escape(label)}" x1="{x1:.2f}" y1="{y:.1f}" '
+                     f'x2="{x2:.2f}" y2="{y:.1f}" stroke="{colour}" stroke-width="2"/>'
+                     f'<path d="M {x1:.2f} {y - 6:.1f} v 12 M {x2:.2f} {y - 6:.1f} v 12" stroke="{colour}" '
+                     f'stroke-width="2"/>')
+    if gain.get("gain") is not None:
+        x = axis.x(gain["gain"])
+        marker = (f'<circle class="point" cx="{x:.2f}" cy="{y:.1f}" r="6" fill="{colour}"/>'
+                  if row["kind"] == "candidate" else
+                  f'<path class="point" d="M {x:.2f} {y - 7:.1f} l 7 7 l -7 7 l -7 -7 z" fill="white" '
+                  f'stroke="{colour}" stroke-width="2"/>')
+        parts.append(marker)
+    return parts
