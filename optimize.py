@@ -22,7 +22,7 @@ import json
 import os
 import sys
 import time
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -118,7 +118,7 @@ def best_per_case(candidates: list[Row]) -> Row | None:
     best = Row("best per case", "reference", "the best candidate on each case (no single program does this)")
     for run in candidates[0].runs:
         runs = [r for c in candidates for r in c.runs if r.case_id == run.case_id and r.split == run.split]
-        best.runs.append(max(runs, key=lambda r: r.score))
+        best.runs.append(replace(max(runs, key=lambda r: r.score), label=best.label))
     return best
 
 

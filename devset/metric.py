@@ -93,13 +93,16 @@ def polarity(text: str, claim_type: str | None = None) -> str:
     return "absent" if absent else "present"
 
 
-def contradicted(missing_info: list[str], claims: list[Claim], topics: list[tuple[str, ...]]) -> list[str]:
-    """missing_info entries that say the opposite of a claim about the same topic ("未找到 HighMemoryUsage
-    告警" beside a claim that it fires): the answer would print both."""
+def contradicted(missing_info: list[str], claims: list[Claim], names: tuple[str, ...]) -> list[str]:
+    """missing_info entries that say the opposite of a claim about the same named thing (a service or
+    an alert: "未找到 order-service 的 HighMemoryUsage 告警" beside a claim that it fires): the answer
+    would print both. An entry about something the claim does not name ("no heap dump") is no
+    contradiction."""
+    folded = [n.casefold() for n in names]
     found = []
     for item in missing_info:
         for claim in claims:
-            shared = [g for g in topics if mentions(item, list(g)) and mentions(claim.claim_text, list(g))]
+            shared = set(mentions(item, folded)) & set(mentions(claim.claim_text, folded))
             if shared and polarity(item) != polarity(claim.claim_text, claim.claim_type):
                 found.append(item)
                 break

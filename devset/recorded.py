@@ -162,7 +162,7 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
     # A claim code would block proves nothing, so staying in scope earns nothing either.
     parts["scope"] = float(bool(verifiable) and not hits and not problems)
 
-    contradictions = contradicted([m.description for m in output.missing_info], verifiable, recorded.topics)
+    contradictions = contradicted([m.description for m in output.missing_info], verifiable, recorded.names)
     parts["consistent"] = float(not contradictions)
     feedback.extend(f"missing_info contradicts a claim: {item[:120]!r}" for item in contradictions)
     cut = cut_short(claims)

@@ -1,53 +1,53 @@
-"""optimize.py end to end on a scripted LM that cites correctly only when it is shown devset demos."""
+"""python optimize.py end to end with scripted LMs: what it compiles, scores, saves and replays."""
 
 import json
 
+import dspy
 import pytest
 
 import optimize
 from devset import load_devset
-from devset.gold import gold_executor_output, gold_plan, gold_tool_calls
+from devset.gold import gold_executor_output
+from optimization.candidates import STRATA, stratified, stratum
+from optimization.statistics import paired_gain, part_correlation
 from program.entry.api import diagnose
 from program.entry.audit import AuditStore
-from program.lm.compiled import load_program, newest_compiled
+from program.lm.compiled import newest_compiled
 from tests.support.good_lm import pass_all
-from tests.support.scripted import field_value, scripted_lm
+from tests.support.scripted import ScriptedEngine, field_value
 
 DEVSET = [c for c in load_devset() if c["runs_lm"]]
-HELD_OUT_QUESTION = next(c for c in DEVSET if c["case_id"] == "alert_gateway_errorrate_zh")["question"]
 
 
-def learner(*, learns=True):
-    def case_for(user):
-        # The longest question that occurs in the message: two cases may share a prefix.
-        return max((c for c in DEVSET if c["question"] in user), key=lambda c: len(c["question"]))
+def case_for(user):
+    # The longest question that occurs in the message: two cases may share a prefix.
+    return max((c for c in DEVSET if c["question"] in user), key=lambda c: len(c["question"]))
+
+
+def learner(model="scripted/learner", *, learns=True, always=False, reflect="Cite the exact refs; never guess."):
+    """Cites the gold answer once a devset demo is in its prompt (`always`: from the start); before
+    that, an id no call has."""
 
     def respond(stage, user, demos):
-        if stage == "new_instruction":  # GEPA's reflection: it proposes an instruction
-            return {"new_instruction": "Cite the exact refs; never guess."}
+        if stage in ("new_instruction", "proposed_instruction"):  # GEPA's reflection, MIPROv2's proposer
+            return {stage: reflect}
+        if stage != "claims":
+            return pass_all(user) if stage == "judgement" else {"answer": "-"}
         case = case_for(user)
-        if stage == "plan":
-            return {"plan": gold_plan(case), "tool_calls": gold_tool_calls(case)}
-        if stage == "claims":
-            output = gold_executor_output(case, field_value(user, "observations"))
-            # Only gold demos from the devset teach it; the demos the program ships with do not.
-            shown_gold = any(c["question"] in demo for demo in demos for c in DEVSET)
-            if not (learns and shown_gold):
-                output["claims"][0]["evidence_bindings"][0]["raw_path"] = "$.alerts[42]"
-            return output
-        if stage == "judgement":
-            return pass_all(user)
-        return {"answer": "-"}
+        output = gold_executor_output(case, field_value(user, "observations"))
+        shown_gold = any(c["question"] in demo for demo in demos for c in DEVSET)
+        if not (always or (learns and shown_gold)):
+            output["claims"][0]["evidence_bindings"][0]["source_invocation_id"] = 999
+        return output
 
-    return scripted_lm(respond)
+    return dspy.LM(model, engine=ScriptedEngine(respond), cache=False, temperature=0.0)
 
 
 @pytest.fixture
 def run_optimize(tmp_path, monkeypatch):
-    def run(lm, *extra):
-        monkeypatch.setattr(optimize, "resolve_lm", lambda spec: lm)
-        code = optimize.main(["--out", str(tmp_path / "results"), "--compiled-dir", str(tmp_path / "compiled"),
-                              *extra])
+    def run(lms, *extra):
+        monkeypatch.setattr(optimize, "resolve_lm", lambda spec: lms[spec])
+        code = optimize.main(["--out", str(tmp_path / "results"), "--compiled-dir", str(tmp_path / "compiled"), *extra])
         assert code == 0
         run_dir = sorted((tmp_path / "results").iterdir())[-1]
         return json.loads((run_dir / "results.json").read_text()), run_dir
@@ -55,92 +55,137 @@ def run_optimize(tmp_path, monkeypatch):
     return run
 
 
-def test_optimize_saves_a_program_that_beats_the_noise_and_diagnose_uses_it(run_optimize, tmp_path, monkeypatch):
+def rows(results):
+    return {r["label"]: r for r in results["rows"]}
+
+
+def test_optimize_saves_a_program_for_its_lm_and_diagnose_uses_it_only_there(run_optimize, tmp_path, monkeypatch):
     lm = learner()
-    results, run_dir = run_optimize(lm, "--optimizers", "labeled,bootstrap,knn,gepa", "--gepa-calls", "8")
-    by_label = {c["label"]: c for c in results["candidates"]}
-    assert list(by_label) == ["uncompiled", "labeled", "bootstrap", "knn", "gepa"]
-    assert by_label["uncompiled"]["held_out"] < 0.5 < by_label["labeled"]["held_out"] == by_label["knn"]["held_out"] == 1.0
-    assert "no training run reached" in by_label["bootstrap"]["note"] and not by_label["bootstrap"]["runs"]
-    assert by_label["gepa"]["runs"] and by_label["gepa"]["held_out"] == by_label["uncompiled"]["held_out"]
-    gain = results["gains"]["labeled"]
-    assert gain["cases"] == 16 and 0 < gain["low"] <= gain["gain"] <= gain["high"]
-    assert results["meta"]["chosen"] == "labeled" and results["meta"]["saved"]
-    assert results["fixture"]["ok"] and results["fixture"]["severity"] == "reject"
-    for name in ("report.md", "report.html", "transcript.jsonl", "embeddings.json"):
+    results, run_dir = run_optimize({None: lm}, "--optimizers", "labeled,stratified,bootstrap", "--train-scores")
+    by = rows(results)
+    assert [r["kind"] for r in results["rows"]] == ["uncompiled", "candidate", "candidate", "candidate", "reference",
+                                                    "reference", "reference"]
+    assert by["uncompiled"]["held_out"] < 0.5 < by["labeled"]["held_out"] == by["stratified"]["held_out"]
+    assert by["gold"]["held_out"] == 1.0 and by["rule"]["held_out"] <= 0.7
+    assert "no training run" in by["bootstrap"]["note"]
+    gain = by["labeled"]["gain"]
+    assert gain["cases"] == 40 and 0 < gain["low"] <= gain["gain"] <= gain["high"]
+    assert results["meta"]["chosen"] in ("labeled", "stratified") and results["meta"]["saved"]
+    # Bootstrap's teacher is the uncompiled program: its training prompts are the baseline's, served again.
+    assert results["meta"]["repeats_served"] > 0
+    evaluated = sum(r["lm_calls"] for r in results["runs"] if r["label"] in ("uncompiled", "labeled", "stratified"))
+    train = sum(c["split"] == "train" for c in DEVSET)
+    assert evaluated == 3 * len(DEVSET)
+    assert results["meta"]["model_calls"] + results["meta"]["repeats_served"] == evaluated + train
+    assert results["meta"]["repeats_served"] == train
+    assert {p: len(m) for p, m in results["correlation"].items() if p == "matrix"} == {"matrix": 8}
+    for name in ("report.md", "report.html", "transcript.jsonl", "results.json"):
         assert (run_dir / name).stat().st_size > 0
-    page = (run_dir / "report.html").read_text()
-    assert "<svg" in page and page.count("<tr>") == 1 + 5 + 1 + 4 * 34
 
     monkeypatch.setenv("DIAGNOSIS_COMPILED_DIR", str(tmp_path / "compiled"))
     assert newest_compiled() is not None
+    question = next(c["question"] for c in DEVSET if c["case_id"] == "hikaricp_negative")
     store = AuditStore("sqlite://")
-    compiled = diagnose(HELD_OUT_QUESTION, lm=lm, db=store)
-    plain = diagnose(HELD_OUT_QUESTION, lm=lm, db=store, compiled=False)
-    assert compiled.verdict == "PASS" and plain.verdict == "REJECT"
-    train = {c["question"] for c in DEVSET if c["split"] == "train"}
-    demos = load_program(store).executor.predict.demos
-    assert demos and all(demo["question"] in train for demo in demos)
+    compiled = diagnose(question, lm=lm, db=store)
+    record = store.get_session(compiled.session_id)
+    assert any(n.rule == "compiled.used" for n in record.notes), record.notes
+    other = diagnose(question, lm=learner("scripted/another-model"), db=store)
+    refused = [n for n in store.get_session(other.session_id).notes if n.rule == "compiled.refused"]
+    assert refused and "scripted/learner" in refused[0].message and "scripted/another-model" in refused[0].message
 
 
 def test_a_gain_within_the_noise_saves_nothing(run_optimize):
-    results, run_dir = run_optimize(learner(learns=False), "--optimizers", "labeled")
-    assert results["gains"]["labeled"] == {"gain": 0.0, "low": 0.0, "high": 0.0, "cases": 16}
-    assert results["meta"].get("saved") is None and "within the noise" in results["meta"]["why"]
-    assert "Saved: nothing" in (run_dir / "report.md").read_text()
+    results, run_dir = run_optimize({None: learner(learns=False)}, "--optimizers", "labeled")
+    assert rows(results)["labeled"]["gain"] == {"gain": 0.0, "low": 0.0, "high": 0.0, "cases": 40}
+    assert results["meta"]["saved"] is None and "within the noise" in results["meta"]["why"]
+    # The per-case analysis says, for each held-out case, what happened and that no candidate changed it.
+    assert len(results["analysis"]) == 40 and all("no candidate changed it" in a["why"] for a in results["analysis"])
+
+
+def test_the_teacher_teaches_the_student(run_optimize):
+    teacher = learner("scripted/teacher", always=True)
+    student = learner("scripted/student")
+    results, _ = run_optimize({None: student, "scripted/teacher": teacher}, "--optimizers", "bootstrap",
+                              "--teacher", "scripted/teacher", "--k", "2")
+    by = rows(results)
+    assert "2 demos from the teacher's training runs" in by["bootstrap"]["note"]
+    train = {c["question"] for c in DEVSET if c["split"] == "train"}
+    taught = [user for stage, user in teacher.engine.calls if stage == "claims"]
+    assert taught and all(any(q in user for q in train) for user in taught)
+    # The student, shown the teacher's demos, now answers what it could not before.
+    assert by["bootstrap"]["held_out"] > by["uncompiled"]["held_out"]
+
+
+def test_gepa_and_mipro_run_with_a_separate_reflection_model(run_optimize):
+    reflection = learner("scripted/reflection", reflect="Cite only refs that answer the question.")
+    results, _ = run_optimize({None: learner(), "scripted/reflection": reflection}, "--optimizers", "gepa,mipro",
+                              "--reflection-lm", "scripted/reflection", "--gepa-calls", "6", "--gepa-val", "2",
+                              "--mipro-trials", "2")
+    by = rows(results)
+    for name in ("gepa", "mipro"):
+        assert not by[name]["note"].startswith("failed"), by[name]["note"]
+        assert by[name]["held_out"] is not None
+    assert any(stage in ("new_instruction", "proposed_instruction")
+               for stage, _ in reflection.engine.calls)
 
 
 def test_replay_rescores_a_run_without_the_model_and_notices_a_changed_transcript(run_optimize, monkeypatch, capsys):
-    results, run_dir = run_optimize(learner(), "--optimizers", "labeled", "--pipeline")
-    whole = {(r["program"], r["verdict"]) for r in results["pipeline"]}
-    assert ("labeled", "PASS") in whole and ("uncompiled", "PASS") not in whole
-    assert "## Whole diagnoses on the held-out split" in (run_dir / "report.md").read_text()
-    untouchable = scripted_lm(lambda *request: pytest.fail("a replay must not call the model"))
-    monkeypatch.setattr(optimize, "resolve_lm", lambda spec: untouchable)
+    results, run_dir = run_optimize({None: learner()}, "--optimizers", "labeled")
+
+    def untouchable(*request):
+        pytest.fail("a replay must not call the model")
+
+    monkeypatch.setattr(optimize, "resolve_lm", lambda spec: dspy.LM("scripted/learner", engine=ScriptedEngine(untouchable)))
     capsys.readouterr()
     assert optimize.main(["--replay", str(run_dir)]) == 0
     assert "replay reproduces every recorded score, verdict and rule: True" in capsys.readouterr().out
     replayed = json.loads((run_dir / "replay" / "results.json").read_text())
-    assert [c["held_out"] for c in replayed["candidates"]] == [c["held_out"] for c in results["candidates"]]
+    assert [r["held_out"] for r in replayed["rows"]] == [r["held_out"] for r in results["rows"]]
 
     transcript = (run_dir / "transcript.jsonl").read_text()
     (run_dir / "transcript.jsonl").unlink()
     with pytest.raises(SystemExit):
         optimize.main(["--replay", str(run_dir)])
     assert "has no transcript.jsonl" in capsys.readouterr().err
-    (run_dir / "transcript.jsonl").write_text(transcript)
     lines = transcript.splitlines()
     (run_dir / "transcript.jsonl").write_text("\n".join(lines[:-3]) + "\n")
     assert optimize.main(["--replay", str(run_dir)]) == 1
     assert "replay reproduces every recorded score, verdict and rule: False" in capsys.readouterr().out
 
 
-def test_bootstrap_interval_of_a_paired_gain():
-    def runs(scores):
-        return [optimize.CaseRun(f"c{n}", "f", "held-out", s, "PASS", "pass/none", [], [], 1, 0.0, "")
-                for n, s in enumerate(scores)]
+def test_stratified_demos_show_each_stratum_once():
+    from devset import devset_world
+    from devset.recorded import record
+    from tools.catalog import active_catalog
 
-    same = optimize.bootstrap_gain(runs([0.5, 1.0, 0.0]), runs([0.5, 1.0, 0.0]))
+    with devset_world():
+        evidence = record(DEVSET, active_catalog())
+    train = [r.example() for r in evidence.values() if r.case["split"] == "train"]
+    chosen = stratified(train, evidence)
+    shown = [stratum(evidence[e.case_id]) for e in chosen]
+    assert set().union(*shown) == set(STRATA) and len(chosen) <= len(STRATA)
+    assert all(evidence[e.case_id].case["split"] == "train" for e in chosen)
+
+
+def test_paired_gain_and_its_interval():
+    same = paired_gain({"a": 0.5, "b": 1.0, "c": 0.0}, {"a": 0.5, "b": 1.0, "c": 0.0})
     assert same == {"gain": 0.0, "low": 0.0, "high": 0.0, "cases": 3}
-    mixed = optimize.bootstrap_gain(runs([0.0] * 10), runs([1.0] * 5 + [-1.0] * 5))
+    mixed = paired_gain({f"c{n}": 0.0 for n in range(10)}, {f"c{n}": 1.0 if n < 5 else -1.0 for n in range(10)})
     assert mixed["gain"] == 0.0 and mixed["low"] < 0 < mixed["high"]
+    assert paired_gain({"a": 1.0}, {"b": 1.0}) is None
+
+
+def test_two_parts_that_are_one_bit_are_flagged():
+    runs = [{"x": float(n % 2), "y": float(n % 2), "z": float(n % 3 == 0)} for n in range(30)]
+    found = part_correlation(runs, ["x", "y", "z"])
+    assert [(s["a"], s["b"]) for s in found["same_bit"]] == [("x", "y")]
+    assert found["matrix"][0][1] == 1.0 and abs(found["matrix"][0][2]) < 0.5
+    assert part_correlation([{"x": 1.0, "y": 0.0}, {"x": 1.0, "y": 1.0}], ["x", "y"])["matrix"][0][1] is None
 
 
 @pytest.mark.parametrize("flags", [["--optimizers", "magic"], ["--k", "0"], ["--threshold", "1.5"],
-                                   ["--replay", "/nowhere"]])
+                                   ["--replay", "/nowhere"], ["--mipro-trials", "0"]])
 def test_bad_flags_exit_with_usage(flags):
     with pytest.raises(SystemExit) as exit_info:
         optimize.main(flags)
     assert exit_info.value.code == 2
-
-
-def test_a_compiled_program_that_cannot_be_loaded_is_not_used(tmp_path, monkeypatch, caplog):
-    """A file saved for another program's stages (the executor was a Predict before it became the
-    citation module) or a broken one: the uncompiled program runs, and the log says why."""
-    monkeypatch.setenv("DIAGNOSIS_COMPILED_DIR", str(tmp_path))
-    (tmp_path / "diagnosis-20260101T000000Z.json").write_text(json.dumps({"executor": {"demos": []}}))
-    with caplog.at_level("WARNING"):
-        assert load_program(AuditStore("sqlite://")) is None
-    assert "cannot be loaded" in caplog.text
-    (tmp_path / "diagnosis-20260102T000000Z.json").write_text("{broken")
-    assert load_program(AuditStore("sqlite://")) is None

@@ -1,0 +1,97 @@
+"""The optimizer's metric, part by part: each part moves on what it measures and on nothing else."""
+
+import pytest
+
+from devset import devset_world, load_devset
+from devset.gold import find_ref, gold_executor_output
+from devset.recorded import WEIGHTS, record, score_output
+from program.lm.adapter import TEXT_MAX_CHARS
+from signatures.contracts import ExecutorOutput
+from tools.catalog import active_catalog
+
+
+@pytest.fixture(scope="module")
+def evidence():
+    wanted = {"state_pair_checkout_en", "near_miss_checkout_zh", "some_lines_checkout_en", "negative_checkout_en"}
+    with devset_world():
+        yield record([c for c in load_devset() if c["case_id"] in wanted], active_catalog())
+
+
+def gold(recorded) -> dict:
+    return gold_executor_output(recorded.case, recorded.observations)
+
+
+def score(recorded, output: dict):
+    return score_output(recorded, ExecutorOutput.model_validate(output))
+
+
+def lost(scored) -> set[str]:
+    return {name for name, value in scored.parts.items() if value < 1}
+
+
+def test_the_gold_output_earns_every_part(evidence):
+    for recorded in evidence.values():
+        scored = score(recorded, gold(recorded))
+        assert set(scored.parts) == set(WEIGHTS) and not lost(scored), scored.feedback
+
+
+def test_citing_the_earlier_resolved_alert_costs_the_refs_part(evidence):
+    recorded = evidence["state_pair_checkout_en"]
+    output = gold(recorded)
+    resolved = find_ref(recorded.observations, "HighErrorRate resolved, service=checkout-service", "query_metrics")
+    output["claims"][0]["evidence_bindings"].append({"tool_name": "query_metrics", "source_invocation_id": resolved.invocation_id,
+                                                     "raw_path": resolved.raw_path, "evidence_excerpt": resolved.text})
+    scored = score(recorded, output)
+    assert lost(scored) == {"refs"}
+    assert any("does not answer the question" in f for f in scored.feedback)
+
+
+def test_a_claim_that_says_no_while_the_evidence_says_yes_costs_polarity(evidence):
+    recorded = evidence["some_lines_checkout_en"]
+    output = gold(recorded)
+    output["claims"][0]["claim_text"] = ("checkout-service logs show no slow requests on /api/v1/checkout/confirm "
+                                         "(GET /api/v1/checkout/confirm took 3900ms).")
+    assert "polarity" in lost(score(recorded, output))
+
+
+def test_a_no_answer_read_from_a_healthy_pool_is_right_and_a_yes_is_not(evidence):
+    recorded = evidence["near_miss_checkout_zh"]
+    assert not lost(score(recorded, gold(recorded)))
+    output = gold(recorded)
+    output["claims"][0]["claim_text"] = "checkout-service 的日志显示连接池：HikariCP pool stats active=6/30。"
+    assert "polarity" in lost(score(recorded, output))
+
+
+def test_facts_must_be_in_the_claim_text_not_only_in_the_excerpt(evidence):
+    recorded = evidence["state_pair_checkout_en"]
+    output = gold(recorded)
+    output["claims"][0]["claim_text"] = "checkout-service's HighErrorRate alert is firing."
+    scored = score(recorded, output)
+    assert lost(scored) == {"facts"}
+    assert any("7.4%" in f for f in scored.feedback)
+
+
+def test_missing_info_that_contradicts_a_claim_costs_consistency(evidence):
+    recorded = evidence["state_pair_checkout_en"]
+    output = gold(recorded)
+    output["missing_info"] = [{"info_id": "m1", "description": "No HighErrorRate alert was found for checkout-service."}]
+    assert lost(score(recorded, output)) == {"consistent"}
+    # Something the claim does not name is no contradiction.
+    output["missing_info"] = [{"info_id": "m1", "description": "No deploy log was available to explain the errors."}]
+    assert not lost(score(recorded, output))
+
+
+def test_a_claim_cut_at_the_length_cap_costs_the_whole_part(evidence):
+    recorded = evidence["negative_checkout_en"]
+    output = gold(recorded)
+    text = output["claims"][0]["claim_text"]
+    output["claims"][0]["claim_text"] = (text + " " + "and the search covered every line of the service" * 10)[:TEXT_MAX_CHARS]
+    assert lost(score(recorded, output)) == {"whole"}
+
+
+def test_a_blocked_claim_loses_the_verdict_and_everything_it_would_have_shown(evidence):
+    recorded = evidence["negative_checkout_en"]
+    output = gold(recorded)
+    output["claims"][0]["evidence_bindings"][0]["source_invocation_id"] = 999
+    scored = score(recorded, output)
+    assert {"gatekeeper", "verdict", "scope"} <= lost(scored) and scored.verdict == "REJECT"
