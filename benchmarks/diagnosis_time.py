@@ -85,7 +85,8 @@ def make_lm(spec: str, transcript: Path, replay: bool) -> dspy.LM:
     if replay:
         return replaying_lm(base, transcript)
     try:
-        return recording_lm(base, transcript)
+        # It times diagnose(), which has no repeat cache: every call goes to the model.
+        return recording_lm(base, transcript, serve_repeats=False)
     except ValueError as exc:
         sys.exit(str(exc))
 

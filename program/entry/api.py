@@ -21,8 +21,10 @@ def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | Audit
     lm: a model string (any DSPy/litellm model, or "embedded"), an LM object, or None for
     DIAGNOSIS_LM / the embedded default. db: an SQLAlchemy URL or an AuditStore; None uses
     DIAGNOSIS_DB or the default SQLite file. program: a Diagnosis to run; otherwise the newest
-    compiled program is loaded (see optimize.py) unless compiled=False. language: zh, en or auto
-    for the sentences code writes; None: DIAGNOSIS_LANGUAGE, else the question's own language.
+    compiled program is loaded when it was compiled for this LM (see optimize.py) unless
+    compiled=False, and the record notes which program ran or why the uncompiled one did.
+    language: zh, en or auto for the sentences code writes; None: DIAGNOSIS_LANGUAGE, else the
+    question's own language.
     """
     if not isinstance(question, str) or not question.strip():
         raise ValueError("question must be a non-empty string")
@@ -31,14 +33,16 @@ def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | Audit
         raise ValueError("question must be UTF-8 text, without NUL or lone surrogates")
     language = answer_language(question, language)
     store = db if isinstance(db, AuditStore) else AuditStore(db)
+    # The LM first: a compiled program is loaded only for the LM it was compiled for.
+    model = resolve_lm(lm)
+    note = None
     if program is None and compiled:
-        program = load_program(store)
+        program, note = load_program(store, model)
     program = program or Diagnosis(store=store)
     program.store = store
     program.progress = progress
-    model = resolve_lm(lm)
     with dspy.context(lm=model, adapter=adapter_for(model)):
-        result = program(question=question.strip(), language=language).result
+        result = program(question=question.strip(), language=language, notes=[note] if note else None).result
     # An LM may write what JSON cannot print: the result says it as the audit record keeps it.
     shown, changed = storable(result.model_dump(mode="json"))
     return DiagnosisResult.model_validate(shown) if changed else result

@@ -1,20 +1,37 @@
-"""Where compiled programs live and how the newest one is loaded.
+"""Where compiled programs live, what LM each was compiled for, and when the newest one is loaded.
 
 `python optimize.py` saves `diagnosis-<UTC timestamp>.json` (DSPy's own save: demos and
-instructions per predictor) into ``DIAGNOSIS_COMPILED_DIR`` (default: ``compiled/`` in the project).
+instructions per predictor) into ``DIAGNOSIS_COMPILED_DIR`` (default: ``compiled/`` in the project),
+with the identity of the LM it was compiled for in the file's DSPy metadata (``compiled_for``).
+Demos and instructions chosen for one model are tuned to it: `diagnose()` loads the newest file
+only for that LM, and otherwise runs the uncompiled program and notes why in the audit record.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import tempfile
 from pathlib import Path
 
+import dspy
+
 from program.entry.audit import AuditStore
+from program.lm.engine import describe_identity, lm_identity
 from program.lm.pipeline import Diagnosis
+from signatures.contracts import Finding
 
 log = logging.getLogger(__name__)
 PROJECT_DIR = Path(__file__).resolve().parents[2]
+COMPILED_FOR = "compiled_for"
+# Notes of the audit record: which compiled program ran, or why none did.
+COMPILED_USED = "compiled.used"
+COMPILED_REFUSED = "compiled.refused"
+
+
+class Unusable(ValueError):
+    """A compiled file that this run must not load; the message says why."""
 
 
 def compiled_dir() -> Path:
@@ -29,19 +46,69 @@ def newest_compiled() -> Path | None:
     return candidates[-1] if candidates else None
 
 
-def load_program(store: AuditStore | None = None, path: Path | None = None) -> Diagnosis | None:
-    """The newest compiled program, or None when there is none or it cannot be loaded (the
-    uncompiled program is used; a file saved for another program's stages, such as one from before
-    the citation step became a module, is named in the log)."""
-    path = path or newest_compiled()
+def save_program(citation: dspy.Module, run_id: str, lm) -> Path:
+    """The full diagnosis program with `citation` as its citation step (what diagnose() loads),
+    saved as compiled for `lm`. The file appears whole or not at all, so a diagnosis starting
+    meanwhile never reads half a program or one without its LM."""
+    directory = compiled_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    path = directory / f"diagnosis-{run_id}.json"
+    # Not named diagnosis-*.json, so newest_compiled() never picks it up while it is written.
+    handle, temporary = tempfile.mkstemp(dir=directory, prefix=".partial-", suffix=".json")
+    os.close(handle)
+    try:
+        Diagnosis(citation=citation.deepcopy()).save(temporary)
+        state = json.loads(Path(temporary).read_text(encoding="utf-8"))
+        state["metadata"][COMPILED_FOR] = lm_identity(lm)
+        Path(temporary).write_text(json.dumps(state, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+    return path
+
+
+def compiled_for(path: Path) -> dict:
+    """The identity of the LM the file was compiled for; Unusable when it cannot be read or names none."""
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise Unusable(f"{path.name} cannot be read ({type(exc).__name__}: {exc})") from None
+    metadata = state.get("metadata") if isinstance(state, dict) else None
+    identity = metadata.get(COMPILED_FOR) if isinstance(metadata, dict) else None
+    if not isinstance(identity, dict):
+        raise Unusable(f"{path.name} does not record which LM it was compiled for "
+                       "(files saved before that was recorded do not)")
+    return identity
+
+
+def load_program(store: AuditStore | None, lm) -> tuple[Diagnosis | None, Finding | None]:
+    """The newest compiled program when it was compiled for `lm`, with a note naming it; otherwise
+    None with a note saying why the run goes uncompiled (None, None when nothing was ever compiled)."""
+    path = newest_compiled()
     if path is None:
-        return None
+        return None, None
+    current = lm_identity(lm)
+    try:
+        program = _load(path, store, current)
+    except Unusable as exc:
+        log.warning("%s; running the uncompiled program", exc)
+        return None, Finding(rule=COMPILED_REFUSED, message=f"{exc}: running uncompiled")
+    log.info("loaded compiled program %s", path)
+    return program, Finding(rule=COMPILED_USED,
+                            message=f"compiled program {path}, compiled for {describe_identity(current)}")
+
+
+def _load(path: Path, store: AuditStore | None, current: dict) -> Diagnosis:
+    saved = compiled_for(path)
+    if saved != current:
+        said, uses = describe_identity(saved), describe_identity(current)
+        if said == uses:  # the same name over other weights or another file: show what differs
+            said, uses = json.dumps(saved, sort_keys=True), json.dumps(current, sort_keys=True)
+        raise Unusable(f"{path.name} was compiled for {said}, this run uses {uses}")
     program = Diagnosis(store=store)
     try:
         program.load(str(path))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        log.warning("compiled program %s cannot be loaded (%s: %s); running the uncompiled program",
-                    path, type(exc).__name__, exc)
-        return None
-    log.info("loaded compiled program %s", path)
+    except Exception as exc:  # DSPy raises what the state's shape provokes; a bad file never stops a diagnosis
+        raise Unusable(f"{path.name} cannot be loaded ({type(exc).__name__}: {exc})") from None
     return program

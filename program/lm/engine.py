@@ -178,6 +178,27 @@ def is_embedded(lm) -> bool:
     return str(getattr(lm, "model", "")).startswith("embedded/")
 
 
+def lm_identity(lm) -> dict:
+    """Which LM this is, as far as a compiled program depends on it: for an embedded model its short
+    name, weights, quantisation, GGUF file and published sha256; for any other LM its model string.
+    A recording or replaying LM keeps its base's model string, so it has its base's identity."""
+    model = str(getattr(lm, "model", "") or "")
+    for short, embedded in EMBEDDED_MODELS.items():
+        if model == embedded.model:
+            return {"model": model, "name": short, "weights": embedded.weights,
+                    "quantisation": embedded.quantisation, "file": f"{embedded.name}.gguf", "sha256": embedded.sha256}
+    return {"model": model}
+
+
+def describe_identity(identity: dict) -> str:
+    """An identity as a reader knows it: `embedded-small (Qwen2.5-Coder-0.5B-Instruct Q4_K_M)`."""
+    model = str(identity.get("model") or "an unnamed LM")
+    if not identity.get("name"):
+        return model
+    detail = " ".join(str(identity[key]) for key in ("weights", "quantisation") if identity.get(key))
+    return f"{identity['name']} ({detail or model})"
+
+
 def lm_spec(spec: str | None = None) -> str:
     return (spec or os.environ.get("DIAGNOSIS_LM") or EMBEDDED).strip()
 

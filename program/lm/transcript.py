@@ -3,7 +3,8 @@
 A figure measured on a real model is only worth publishing if it can be re-scored: the recording
 engine wraps any DSPy 3.4 engine and appends one JSON line per call (the request's key, its
 messages, the reply text, tokens and seconds); the replay engine answers the same requests from
-that file, so the whole pipeline, gatekeeper and metrics run again exactly as they did.
+that file, so the whole pipeline, gatekeeper and metrics run again exactly as they did. Under
+greedy decoding a request already made in the run is answered from its transcript, not the model.
 """
 
 from __future__ import annotations
@@ -34,19 +35,67 @@ def request_key(request) -> str:
     return hashlib.sha256(json.dumps(payload, ensure_ascii=False, sort_keys=True, default=str).encode()).hexdigest()
 
 
-class RecordingEngine:
-    """Wraps an engine; every call is appended to `path` as it completes."""
+def repeat_key(request) -> str:
+    """What makes a request an exact repeat: its request_key and every generation setting (a reply
+    cut at 300 tokens does not answer the same prompt at 900)."""
+    settings = repr((request.config, request.tools))
+    return hashlib.sha256(f"{request_key(request)}\n{settings}".encode()).hexdigest()
 
-    def __init__(self, inner, path: str | Path):
+
+def deterministic(request) -> bool:
+    """Greedy decoding: the same request always gets the same reply, so a repeat need not reach the
+    model. At a temperature above 0 a repeat is a fresh sample (optimizers sample on purpose, e.g.
+    bootstrapping at temperature 1.0 through a copy of this LM), and without a temperature the
+    provider's default applies, which for most is sampling: neither is served from the transcript."""
+    return request.config.temperature == 0
+
+
+class RecordingEngine:
+    """Wraps an engine; every call is appended to `path` as it completes.
+
+    Under greedy decoding an exact repeat of a request made earlier in this run is answered with
+    the recorded reply instead of the model, and recorded again, marked `"repeat": true` with 0
+    seconds and tokens, so that a replay sends and answers the same sequence. `calls` counts the
+    replies the model gave, `repeats` those served from the run's own transcript.
+    """
+
+    def __init__(self, inner, path: str | Path, *, serve_repeats: bool = True):
         self.inner = inner
         self.path = Path(path)
+        self.serve_repeats = serve_repeats
         self.supports_response_schema = getattr(inner, "supports_response_schema", False)
         self.supported_params = getattr(inner, "supported_params", frozenset())
+        self.calls = 0
+        self.repeats = 0
         self._lock = threading.Lock()
+        self._replies: dict[str, Response] = {}
+        # One lock per repeat key: a request waits for an identical one in flight and is then served
+        # its reply, while different requests go on concurrently.
+        self._key_locks: dict[str, threading.Lock] = {}
 
     def complete(self, request) -> Response:
+        if not (self.serve_repeats and deterministic(request)):
+            return self._call(request)
+        key = repeat_key(request)
+        with self._lock:
+            key_lock = self._key_locks.setdefault(key, threading.Lock())
+        with key_lock:
+            known = self._replies.get(key)
+            if known is None:
+                self._replies[key] = response = self._call(request)
+                return response
+        served = Response(id=None, model=known.model, message=known.message, finish_reason=known.finish_reason,
+                          usage=Usage(input_tokens=0, output_tokens=0))
+        self._write(request, served, seconds=0.0, repeat=True)
+        return served
+
+    def _call(self, request) -> Response:
         started = time.perf_counter()
         response = self.inner.complete(request)
+        self._write(request, response, seconds=round(time.perf_counter() - started, 3))
+        return response
+
+    def _write(self, request, response: Response, *, seconds: float, repeat: bool = False) -> None:
         entry = {
             "key": request_key(request),
             "system": text_of(request.system),
@@ -55,11 +104,15 @@ class RecordingEngine:
             "finish_reason": response.finish_reason,
             "prompt_tokens": response.usage.input_tokens if response.usage else None,
             "completion_tokens": response.usage.output_tokens if response.usage else None,
-            "seconds": round(time.perf_counter() - started, 3),
+            "seconds": seconds,
+            **({"repeat": True} if repeat else {}),
         }
         with self._lock, self.path.open("a", encoding="utf-8") as out:
             out.write(json.dumps(entry, ensure_ascii=False) + "\n")
-        return response
+            if repeat:
+                self.repeats += 1
+            else:
+                self.calls += 1
 
     def stream(self, request):
         from dspy.lm15 import response_to_events
@@ -73,7 +126,8 @@ class RecordingEngine:
 
 
 class ReplayEngine:
-    """Answers each request with the reply recorded for the same request, in recorded order."""
+    """Answers each request with the reply recorded for the same request, in recorded order.
+    `calls` and `repeats` count the replayed entries as the recording engine counted them."""
 
     supports_response_schema = True
     supported_params = frozenset({"max_tokens", "temperature", "top_p", "top_k", "stop", "seed", "response_format"})
@@ -88,6 +142,8 @@ class ReplayEngine:
                 self.replies.setdefault(entry["key"], []).append(entry)
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise ValueError(f"{path}:{number} is not a transcript entry: {exc}") from None
+        self.calls = 0
+        self.repeats = 0
         self._lock = threading.Lock()
 
     def complete(self, request) -> Response:
@@ -97,6 +153,10 @@ class ReplayEngine:
             if not queue:
                 raise TranscriptMissing(f"no recorded reply for request {key[:12]} (the program or its inputs changed)")
             entry = queue.pop(0)
+            if entry.get("repeat"):
+                self.repeats += 1
+            else:
+                self.calls += 1
         return Response(
             id=None, model="replay",
             message=Message.assistant([TextPart(entry["reply"])]),
@@ -113,13 +173,16 @@ class ReplayEngine:
         pass
 
 
-def recording_lm(base: dspy.LM, path: str | Path) -> dspy.LM:
+def recording_lm(base: dspy.LM, path: str | Path, *, serve_repeats: bool = True) -> dspy.LM:
     """The same model, with every request and reply appended to `path`, and DSPy's cache off so
-    that every call reaches the model and the transcript."""
+    that every call reaches the transcript; under greedy decoding an exact repeat is answered from
+    the run's own transcript (serve_repeats=False sends every call to the model). Its engine's
+    `calls` and `repeats` count the model's replies and the repeats served."""
     engine = getattr(base, "engine", None)
     if engine is None:
         raise ValueError(f"{base.model}: this LM has no engine to record through")
-    return dspy.LM(base.model, engine=RecordingEngine(engine, path), cache=False, **base.kwargs)
+    return dspy.LM(base.model, engine=RecordingEngine(engine, path, serve_repeats=serve_repeats), cache=False,
+                   **base.kwargs)
 
 
 def replaying_lm(base: dspy.LM, path: str | Path) -> dspy.LM:

@@ -20,7 +20,8 @@ def fake_model(tmp_path, chunks: list[bytes], *, size=None, digest=None):
         path.write_bytes(chunk)
         paths.append(path)
     whole = b"".join(chunks)
-    model = EmbeddedModel(name="tiny", title="Tiny", parts=(), size=size if size is not None else len(whole),
+    model = EmbeddedModel(name="tiny", weights="Tiny", quantisation="Q8_0", parts=(),
+                          size=size if size is not None else len(whole),
                           sha256=digest or hashlib.sha256(whole).hexdigest())
     return model, paths
 

@@ -1,0 +1,128 @@
+"""The recording engine serves an exact repeat from the run's own transcript under greedy decoding,
+counts it, and records it so that a replay answers the same sequence."""
+
+import itertools
+import json
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import dspy
+import pytest
+from dspy.lm15 import Config, Message, Request
+
+from program.lm.transcript import TranscriptMissing, recording_lm, replaying_lm
+from tests.support.scripted import ScriptedEngine
+
+
+def counted_lm(temperature=0.0, pause=0.0):
+    """A model whose every reply is numbered, so a reply that did not come from it shows; its
+    engine's `calls` lists what reached it."""
+    numbers = itertools.count(1)
+
+    def respond(stage, user, demos):
+        time.sleep(pause)
+        return f"reply {next(numbers)} to {user}"
+
+    engine = ScriptedEngine(respond)
+    settings = {} if temperature is None else {"temperature": temperature}
+    return dspy.LM("scripted/test", engine=engine, cache=False, **settings), engine
+
+
+def entries(path):
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+def test_a_repeat_is_served_without_the_model_and_counted(tmp_path):
+    base, model = counted_lm()
+    lm = recording_lm(base, tmp_path / "transcript.jsonl")
+    assert lm("what fires?") == lm("what fires?") == ["reply 1 to what fires?"]
+    assert len(model.calls) == 1 and (lm.engine.calls, lm.engine.repeats) == (1, 1)
+    first, repeat = entries(tmp_path / "transcript.jsonl")
+    assert "repeat" not in first and repeat["repeat"] is True and repeat["seconds"] == 0
+    assert (repeat["key"], repeat["reply"], repeat["messages"]) == (first["key"], first["reply"], first["messages"])
+    assert (repeat["prompt_tokens"], repeat["completion_tokens"]) == (0, 0)
+
+
+def test_a_different_request_reaches_the_model(tmp_path):
+    base, model = counted_lm()
+    lm = recording_lm(base, tmp_path / "transcript.jsonl")
+    assert lm("one") == ["reply 1 to one"] and lm("two") == ["reply 2 to two"]
+    # The same prompt under another output budget is another request: its reply may be cut elsewhere.
+    assert lm("one", max_tokens=50) == ["reply 3 to one"]
+    assert len(model.calls) == 3 and (lm.engine.calls, lm.engine.repeats) == (3, 0)
+
+
+def test_the_replay_of_a_transcript_with_repeats_gives_every_reply(tmp_path):
+    base, _ = counted_lm()
+    path = tmp_path / "transcript.jsonl"
+    lm = recording_lm(base, path)
+    prompts = ["a", "a", "b", "a", "b", "c"]
+    recorded = [lm(p) for p in prompts]
+    assert (lm.engine.calls, lm.engine.repeats) == (3, 3)
+
+    replay = replaying_lm(base, path)
+    assert [replay(p) for p in prompts] == recorded
+    assert (replay.engine.calls, replay.engine.repeats) == (3, 3)
+    # Every recorded "a" was answered: a fourth is a request the recorded run never made.
+    with pytest.raises(TranscriptMissing):
+        replay.engine.complete(Request(model="scripted/test", messages=(Message.user("a"),),
+                                      config=Config(temperature=0.0)))
+
+
+@pytest.mark.parametrize("temperature", [0.7, None])
+def test_sampling_turns_the_repeat_cache_off(tmp_path, temperature):
+    base, model = counted_lm(temperature=temperature)
+    lm = recording_lm(base, tmp_path / "transcript.jsonl")
+    assert lm("again") == ["reply 1 to again"] and lm("again") == ["reply 2 to again"]
+    assert len(model.calls) == 2 and (lm.engine.calls, lm.engine.repeats) == (2, 0)
+
+
+def test_a_sampling_copy_of_a_greedy_lm_is_not_served_repeats(tmp_path):
+    """Optimizers sample through a copy at a higher temperature; the copy shares the engine."""
+    base, model = counted_lm()
+    lm = recording_lm(base, tmp_path / "transcript.jsonl")
+    lm("again")
+    assert lm.copy(temperature=1.0)("again") == ["reply 2 to again"]
+    assert len(model.calls) == 2 and lm.engine.repeats == 0
+
+
+def test_repeats_can_be_sent_to_the_model(tmp_path):
+    base, model = counted_lm()
+    lm = recording_lm(base, tmp_path / "transcript.jsonl", serve_repeats=False)
+    assert lm("again") != lm("again") and len(model.calls) == 2 and lm.engine.repeats == 0
+
+
+def test_concurrent_identical_requests_reach_the_model_once(tmp_path):
+    base, model = counted_lm(pause=0.05)
+    lm = recording_lm(base, tmp_path / "transcript.jsonl")
+    with ThreadPoolExecutor(max_workers=6) as pool:
+        replies = list(pool.map(lambda _: lm("same"), range(6)))
+    assert replies == [["reply 1 to same"]] * 6
+    assert len(model.calls) == 1 and (lm.engine.calls, lm.engine.repeats) == (1, 5)
+    assert sum(bool(e.get("repeat")) for e in entries(tmp_path / "transcript.jsonl")) == 5
+
+
+def test_repeated_diagnoses_replay_exactly(tmp_path, cases):
+    """The second asking of a question repeats at least its planner's request; a replay of both
+    diagnoses, repeats included, gives the same verdicts, answers and token counts."""
+    from program.entry.api import diagnose
+    from program.entry.audit import AuditStore
+    from tests.support.good_lm import good_lm
+
+    case = cases["high_memory_positive"]
+    base = good_lm(case).copy(temperature=0.0)
+    path = tmp_path / "transcript.jsonl"
+    lm = recording_lm(base, path)
+    store = AuditStore("sqlite://")
+    recorded = [diagnose(case["question"], lm=lm, db=store, compiled=False) for _ in range(2)]
+    assert lm.engine.repeats >= 1 and len(base.engine.calls) == lm.engine.calls
+    assert len(entries(path)) == lm.engine.calls + lm.engine.repeats
+
+    replay = replaying_lm(base, path)
+    store = AuditStore("sqlite://")
+    replayed = [diagnose(case["question"], lm=replay, db=store, compiled=False) for _ in range(2)]
+    assert (replay.engine.calls, replay.engine.repeats) == (lm.engine.calls, lm.engine.repeats)
+    for before, after in zip(recorded, replayed, strict=True):
+        assert (after.verdict, after.answer) == (before.verdict, before.answer) == ("PASS", before.answer)
+        assert ({k: (u.lm_calls, u.prompt_tokens) for k, u in after.usage.items()}
+                == {k: (u.lm_calls, u.prompt_tokens) for k, u in before.usage.items()})
