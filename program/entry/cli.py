@@ -1,4 +1,4 @@
-"""Command line: `python -m program ask "<question>"`, `audit <session_id>`, `sessions`.
+"""Command line: `python -m program ask "<question>"`, `audit <session_id> [--json | --html FILE]`, `sessions`.
 
 Exit codes: 0 done; 1 the run failed (the LM cannot be used, or pipeline.internal_error), the audit
 database cannot be used (missing, corrupted, foreign, full, read-only, no driver) or the session is
@@ -14,6 +14,7 @@ import json
 import os
 import sys
 import time
+from pathlib import Path
 
 from rich.console import Console
 from rich.markup import escape
@@ -218,6 +219,18 @@ def print_audit(console: Console, record: DiagnosisSession, invocations) -> None
     console.print(usage)
 
 
+def _write_page(path: str, record: DiagnosisSession, invocations, errors: Console) -> int:
+    from program.entry.page import render_session
+
+    try:
+        Path(path).write_text(render_session(record, invocations), encoding="utf-8")
+    except OSError as exc:
+        errors.print(_plain(f"error: cannot write the audit page to {path}: {exc.strerror or exc}"))
+        return 1
+    errors.print(_plain(f"wrote the audit page of {record.session_id} to {path}"))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m program", description="Grounded incident diagnosis.")
     parser.add_argument("--db", help="audit database URL (default: DIAGNOSIS_DB or ~/.grounded-diagnosis/audit.db)")
@@ -231,7 +244,10 @@ def main(argv: list[str] | None = None) -> int:
                      help="language of the answer (default: DIAGNOSIS_LANGUAGE, else the question's)")
     audit = sub.add_parser("audit", help="show what was cited, what the gatekeeper found and why")
     audit.add_argument("session_id")
-    audit.add_argument("--json", action="store_true", help="print the stored audit record as JSON")
+    shown = audit.add_mutually_exclusive_group()
+    shown.add_argument("--json", action="store_true", help="print the stored audit record as JSON")
+    shown.add_argument("--html", metavar="FILE",
+                       help="write the audit page (what the server shows at /sessions/ID) to FILE")
     sessions = sub.add_parser("sessions", help="list recent sessions")
     sessions.add_argument("--limit", type=_count, default=20, help=f"how many sessions (1 to {MAX_ID})")
     args = parser.parse_args(argv)
@@ -300,6 +316,8 @@ def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
             return 1
         if args.json:
             print(record.model_dump_json(indent=2))
+        elif args.html:
+            return _write_page(args.html, record, store.list_invocations(args.session_id), errors)
         else:
             print_audit(console, record, store.list_invocations(args.session_id))
         return 0

@@ -191,6 +191,8 @@ class Match:
     # The whole clauses of the ref that the quote sits in: what a judge and a reader are shown.
     context: str | None = None
     too_weak: bool = False  # the excerpt cannot be compared at all: low confidence, not fabrication
+    # Where each piece of the quote sits, as [start, end) in the ref's NFC form (canonical(ref).source).
+    spans: tuple[tuple[int, int], ...] = ()
 
 
 def _gap(ch: str) -> bool:
@@ -418,7 +420,7 @@ def match_excerpt(excerpt: str, ref_text: str) -> Match:
         spans.append(_with_edges(ref.source, start, end, piece))
         cursor = found + len(canon_piece)
     matched = " … ".join(ref.source[s:e] for s, e in spans)
-    return Match(True, matched_text=matched, context=context_of(ref.source, spans))
+    return Match(True, matched_text=matched, context=context_of(ref.source, spans), spans=tuple(spans))
 
 
 def _folds_away(text: str) -> bool:

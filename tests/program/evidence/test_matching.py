@@ -30,6 +30,16 @@ def test_matched_text_is_taken_from_the_ref_not_the_excerpt():
     assert result.ok and result.matched_text == "内存使用率过高: 91.0%"
 
 
+def test_a_match_says_where_each_piece_of_the_quote_sits_in_the_ref_s_nfc_form():
+    ref = "cafe\u0301 pool: active=50/50, idle=0; waiting=32 requests"
+    result = match_excerpt("active=50/50 … waiting=32", ref)
+    source = canonical(ref).source
+    assert result.ok and [source[start:end] for start, end in result.spans] == ["active=50/50", "waiting=32"]
+    # NFC joined e and U+0301 into one character, so every place after it moved by one.
+    assert result.spans[0][0] == ref.index("active") - 1
+    assert match_excerpt("active=51/50", ref).spans == ()
+
+
 def test_ellipsis_matched_text_shows_each_piece():
     result = match_excerpt("[11:17][WARN] … GC次数: 128", REF)
     assert result.ok and result.matched_text == "[11:17][WARN] … GC次数: 128"
