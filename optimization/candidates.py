@@ -11,7 +11,7 @@ from devset.recorded import CitationMetric, Recorded
 from program.lm.citation import Cite
 
 OPTIMIZERS = ("labeled", "stratified", "bootstrap", "knn", "gepa", "mipro")
-DEFAULT = ("stratified", "bootstrap")
+DEFAULT = ("stratified",)
 # Only these become a fixed program that diagnose() can load; KNN picks demos per question at run time.
 SAVABLE = ("labeled", "stratified", "bootstrap", "gepa", "mipro")
 STRATA = ("alert hit", "log hit", "no-hit", "distractor")
