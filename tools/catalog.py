@@ -62,7 +62,7 @@ def active_catalog() -> Catalog:
     except SourceError as exc:
         problems.append(f"metrics: {exc}")
     try:
-        services.update(sources.logs.records().services)
+        services.update(sources.logs.services())
     except SourceError as exc:
         problems.append(f"logs: {exc}")
     return Catalog(

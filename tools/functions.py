@@ -10,17 +10,15 @@ tools/sources/limits.py) is named in the message, and a ref's text is cut at MAX
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from tools.declaration import Toolbox, ToolDeclaration
 from tools.sources.active import active_sources
 from tools.sources.errors import SourceError
+from tools.sources.interfaces import LogQuery, UnreadableQuery
 from tools.sources.limits import MAX_ITEM_CHARS, MAX_REF_CHARS, clip, places
 from tools.sources.logs import LOG_LEVELS, normal_level
-from tools.sources.runbooks import tokenize
-from tools.search import line_matches, read_line, read_query
 
 MAX_LOG_LIMIT = 200
 MAX_ALERTS = 50
@@ -99,8 +97,7 @@ def query_logs(query: str, service: str | None = None, level: str | None = None,
     the concepts instead: the second look before an all-clear."""
     searched = {"query": query, "service": service, "level": level, "limit": limit}
     try:
-        sources = active_sources()
-        source = sources.logs
+        source = active_sources().logs
     except SourceError as exc:
         return _failure("logs", str(exc), searched)
     error = None
@@ -118,46 +115,26 @@ def query_logs(query: str, service: str | None = None, level: str | None = None,
     if error:
         return _failure("logs", error, searched, source.label)
     try:
-        found = source.records()
-    except SourceError as exc:
+        hits = source.search(LogQuery(text=query, service=service, level=wanted_level, limit=limit,
+                                      min_share=min_share))
+    except (SourceError, UnreadableQuery) as exc:
         return _failure("logs", str(exc), searched, source.label)
-    wanted = read_query(query, sources.synonyms, found.services)
-    if not wanted.concepts and service is None and wanted_level is None:
-        return _failure("logs", f"query {query!r} names nothing to search for; give a keyword, a service or a level",
-                        searched, source.label)
-
-    scored = []
-    for record in found.records:
-        if service is not None and record["service"] != service:
-            continue
-        if wanted_level is not None and record["level"] != wanted_level:
-            continue
-        matches, word_hits = line_matches(read_line(f"{record['level']} {record['service']} {record['message']}"),
-                                          wanted, min_share)
-        if matches:
-            scored.append((-word_hits, record["timestamp"], record))
-    scored.sort(key=lambda item: (item[0], item[1]))
-    kept = sorted((item[2] for item in scored[:limit]), key=lambda r: r["timestamp"])
-    if kept:
-        message = f"{len(scored)} matching log line(s), {len(kept)} returned"
+    if hits.logs:
+        message = f"{hits.total} matching log line(s), {len(hits.logs)} returned"
     else:
         message = (f"未找到匹配的日志 (no log lines matched query={query!r}, service={service!r}, level={level!r})"
-                   f"{_unknown_service_note(found.services, service)}")
-    if found.unparsed:
-        # Lines the search could not read may hold what was asked for: the message must say so.
-        message += (f"; {found.unparsed} line(s) in the log files could not be parsed and were not searched "
-                    f"(first: {', '.join(found.unparsed_where)})")
-    # So may files left unread and lines cut short.
-    message += "".join(f"; {note}" for note in found.notes)
+                   f"{_unknown_service_note(hits.services, service)}")
+    # Lines left unread or cut may hold what was asked for: the message says so.
+    message += "".join(f"; {note}" for note in hits.notes)
     return {
         "success": True,
-        "logs": [dict(r) for r in kept],
-        "total": len(scored),
+        "logs": [dict(r) for r in hits.logs],
+        "total": hits.total,
         "message": message,
         "searched": searched,
-        "source": found.label,
-        "unparsed_lines": found.unparsed,
-        "skipped_files": found.skipped_files,
+        "source": source.label,
+        "unparsed_lines": hits.unparsed_lines,
+        "skipped_files": hits.skipped_files,
     }
 
 
@@ -174,24 +151,18 @@ def lookup_knowledge(query: str, top_k: int = 3) -> dict:
         return _failure("evidence_blocks", f"top_k must be an integer from 1 to {MAX_TOP_K}, got {top_k!r}",
                         searched, runbooks.label)
     try:
-        index = runbooks.index()
+        hits = runbooks.search(query, top_k)
     except SourceError as exc:
         return _failure("evidence_blocks", str(exc), searched, runbooks.label)
-    tokens = tokenize(query)
-    scores = index.retriever.get_scores(tokens) if tokens else []
-    ranked = sorted(
-        ((float(s), i) for i, s in enumerate(scores) if float(s) > 0 and not math.isnan(float(s))),
-        key=lambda pair: -pair[0],
-    )[:top_k]
-    blocks = [dict(index.blocks[i], score=round(score, 3)) for score, i in ranked]
+    blocks = list(hits.blocks)
     message = (
         f"{len(blocks)} runbook section(s) found"
         if blocks
         else f"未找到相关知识 (no runbook section matched query={query!r})"
     )
-    message += "".join(f"; {note}" for note in index.notes)
+    message += "".join(f"; {note}" for note in hits.notes)
     return {"success": True, "evidence_blocks": blocks, "total": len(blocks), "message": message, "searched": searched,
-            "source": runbooks.label, "skipped_files": index.skipped_files}
+            "source": runbooks.label, "skipped_files": hits.skipped_files}
 
 
 def alert_text(alert: Mapping[str, Any]) -> str:

@@ -167,7 +167,7 @@ def test_the_issues_rules_of_five_fail_the_call_and_the_catalog_names_it(monkeyp
     source = mocked({"status": "success", "data": {"groups": [{"name": "g", "rules": 5}]}})
     monkeypatch.setattr("tools.functions.active_sources", lambda: SimpleNamespace(metrics=source))
     monkeypatch.setattr("tools.catalog.active_sources", lambda: SimpleNamespace(
-        metrics=source, logs=SimpleNamespace(records=lambda: SimpleNamespace(services=frozenset())), synonyms={}))
+        metrics=source, logs=SimpleNamespace(services=frozenset), synonyms={}))
     result = query_metrics(service="order-service")
     assert result["success"] is False and "data.groups[0].rules: Input should be a valid list" in result["error"]
     assert active_catalog().problems == (f"metrics: {result['error']}",)

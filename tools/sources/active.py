@@ -1,4 +1,5 @@
-"""Which source answers each tool, chosen by settings; the fixture world is the default for each.
+"""Which source answers each tool, chosen by settings: BACKENDS maps each setting to the source it
+turns on, and the fixture world answers every tool that no set setting points elsewhere.
 
 | setting | source |
 | --- | --- |
@@ -13,61 +14,81 @@
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 from tools.sources.errors import SourceError
-from tools.sources.fixture import FixtureLogs, FixtureMetrics
+from tools.sources.fixture import fixture_sources
+from tools.sources.interfaces import LogSource, MetricsSource, RunbookSource, Settings
 from tools.sources.logs import LogDirectory
 from tools.sources.prometheus import Prometheus
 from tools.sources.runbooks import RunbookDirectory
 from tools.world import DEFAULT_WORLD_DIR, WorldError, get_world, load_synonyms
 
-SETTINGS = ("DIAGNOSIS_WORLD", "DIAGNOSIS_PROMETHEUS_URL", "DIAGNOSIS_PROMETHEUS_SERVICE_LABEL",
-            "DIAGNOSIS_PROMETHEUS_TIMEOUT", "DIAGNOSIS_LOGS_DIR", "DIAGNOSIS_RUNBOOKS_DIR", "DIAGNOSIS_SYNONYMS")
+KINDS = {"metrics": MetricsSource, "logs": LogSource, "runbooks": RunbookSource}
+# The setting that turns each source on. The source class implements one interface of KINDS, is
+# built by `from_settings(the setting's value, Settings)`, and names in OPTIONS any further
+# settings it reads. A new backend is its file and one line here.
+BACKENDS: dict[str, type] = {
+    "DIAGNOSIS_PROMETHEUS_URL": Prometheus,
+    "DIAGNOSIS_LOGS_DIR": LogDirectory,
+    "DIAGNOSIS_RUNBOOKS_DIR": RunbookDirectory,
+}
+
+
+def setting_names() -> tuple[str, ...]:
+    """Every setting that decides a source, those of the backends registered now included."""
+    named = [name for setting, source in BACKENDS.items() for name in (setting, *getattr(source, "OPTIONS", ()))]
+    return ("DIAGNOSIS_WORLD", *named, "DIAGNOSIS_SYNONYMS")
+
+
+SETTINGS = setting_names()
 
 
 @dataclass(frozen=True)
 class Sources:
-    metrics: FixtureMetrics | Prometheus
-    logs: FixtureLogs | LogDirectory
-    runbooks: RunbookDirectory
+    metrics: MetricsSource
+    logs: LogSource
+    runbooks: RunbookSource
     synonyms: dict[str, tuple[str, ...]]
 
 
-def _timeout(raw: str | None) -> float:
-    if raw is None:
-        return 5.0
-    try:
-        seconds = float(raw)
-    except ValueError:
-        seconds = math.nan
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise SourceError(f"DIAGNOSIS_PROMETHEUS_TIMEOUT must be a positive number of seconds, got {raw!r}")
-    return seconds
+def _kind(source: type) -> str:
+    kinds = [kind for kind, interface in KINDS.items() if issubclass(source, interface)]
+    if len(kinds) != 1:
+        raise TypeError(f"{source.__name__} must implement one of MetricsSource, LogSource and RunbookSource")
+    return kinds[0]
+
+
+def _chosen(env: dict[str, str | None]) -> dict[str, tuple[str, type]]:
+    """The setting and source class that answer each kind a set setting chooses."""
+    chosen: dict[str, tuple[str, type]] = {}
+    for setting, source in BACKENDS.items():
+        if env[setting] is None:
+            continue
+        kind = _kind(source)
+        if kind in chosen:
+            raise SourceError(f"{chosen[kind][0]} and {setting} both choose the {kind} source; set only one of them")
+        chosen[kind] = (setting, source)
+    return chosen
 
 
 def _build(env: dict[str, str | None]) -> Sources:
+    chosen = _chosen(env)
     world_dir = Path(env["DIAGNOSIS_WORLD"] or DEFAULT_WORLD_DIR)
-    url = env["DIAGNOSIS_PROMETHEUS_URL"]
-    if url is not None and not url.startswith(("http://", "https://")):
-        raise SourceError(f"DIAGNOSIS_PROMETHEUS_URL must be an http:// or https:// URL, got {url!r}")
-    fixture_needed = not (url and env["DIAGNOSIS_LOGS_DIR"] and env["DIAGNOSIS_RUNBOOKS_DIR"])
     try:
-        world = get_world() if fixture_needed else None
+        world = get_world() if len(chosen) < len(KINDS) else None
         synonyms = load_synonyms(Path(env["DIAGNOSIS_SYNONYMS"] or world_dir / "synonyms.json"))
     except WorldError as exc:
         raise SourceError(str(exc)) from None
-    metrics = (Prometheus(url, service_label=env["DIAGNOSIS_PROMETHEUS_SERVICE_LABEL"] or "service",
-                          timeout=_timeout(env["DIAGNOSIS_PROMETHEUS_TIMEOUT"]))
-               if url else FixtureMetrics(world))
-    logs = LogDirectory(Path(env["DIAGNOSIS_LOGS_DIR"])) if env["DIAGNOSIS_LOGS_DIR"] else FixtureLogs(world)
-    runbooks = RunbookDirectory(Path(env["DIAGNOSIS_RUNBOOKS_DIR"]) if env["DIAGNOSIS_RUNBOOKS_DIR"]
-                                else world_dir / "runbooks")
-    return Sources(metrics=metrics, logs=logs, runbooks=runbooks, synonyms=synonyms)
+    settings = Settings(values=env, synonyms=synonyms)
+    built = {kind: source.from_settings(env[setting], settings) for kind, (setting, source) in chosen.items()}
+    if world is not None:
+        fixture = fixture_sources(world, synonyms)
+        built.update({kind: fixture[kind] for kind in KINDS if kind not in chosen})
+    return Sources(**built, synonyms=synonyms)
 
 
 _lock = threading.Lock()
@@ -76,8 +97,8 @@ _built: dict[tuple, Sources] = {}
 
 def active_sources() -> Sources:
     """The sources the current settings name; a setting that cannot be used raises SourceError."""
-    env = {name: os.environ.get(name) or None for name in SETTINGS}
-    key = tuple(env.values())
+    env = {name: os.environ.get(name) or None for name in setting_names()}
+    key = (tuple(env.items()), tuple(BACKENDS.items()))
     with _lock:
         if key not in _built:
             _built[key] = _build(env)

@@ -1,15 +1,17 @@
-"""The fixture world as a source: its alerts answer query_metrics, its log records query_logs."""
+"""The fixture world as a source of every kind: its alerts answer query_metrics, its log records
+query_logs, its runbooks directory lookup_knowledge. It answers every tool no setting points elsewhere."""
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from tools.sources.logs import LogRecords
+from tools.sources.interfaces import MetricsSource
+from tools.sources.logs import LogRecords, RecordLogSource
+from tools.sources.runbooks import RunbookDirectory
 from tools.world import ALERT_STATES, World
 
 
-class FixtureMetrics:
+class FixtureMetrics(MetricsSource):
     alert_states = ALERT_STATES
 
     def __init__(self, world: World):
@@ -19,15 +21,8 @@ class FixtureMetrics:
     def label(self) -> str:
         return f"fixture world {self.world.root}"
 
-    def call(self) -> AbstractContextManager[None]:
-        """One tool call: the fixture answers at once, so there is no deadline to keep."""
-        return nullcontext()
-
     def alerts(self) -> list[dict[str, Any]]:
         return [dict(a) for a in self.world.alerts]
-
-    def with_samples(self, alerts: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return alerts
 
     def alert_names(self) -> tuple[str, ...]:
         return tuple(sorted({a["name"] for a in self.world.alerts}))
@@ -36,8 +31,9 @@ class FixtureMetrics:
         return tuple(sorted(self.world.service_names))
 
 
-class FixtureLogs:
-    def __init__(self, world: World):
+class FixtureLogs(RecordLogSource):
+    def __init__(self, world: World, synonyms: dict[str, tuple[str, ...]]):
+        super().__init__(synonyms)
         self.world = world
 
     @property
@@ -45,4 +41,10 @@ class FixtureLogs:
         return f"fixture world {self.world.root}"
 
     def records(self) -> LogRecords:
-        return LogRecords(label=self.label, records=self.world.logs, services=self.world.service_names)
+        return LogRecords(records=self.world.logs, services=self.world.service_names)
+
+
+def fixture_sources(world: World, synonyms: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+    """The world's source of each kind, keyed as tools/sources/active.py names the kinds."""
+    return {"metrics": FixtureMetrics(world), "logs": FixtureLogs(world, synonyms),
+            "runbooks": RunbookDirectory(world.root / "runbooks")}

@@ -1,4 +1,5 @@
-"""Log lines to search: the fixture's records, or a directory of log files read as they are now.
+"""Log lines to search where the program holds them: the fixture's records, or a directory of log
+files read as they are now, both searched by the matching of tools/search.py.
 
 A directory holds `*.log` files of `[time][LEVEL][service] message` lines and `*.jsonl` files of
 JSON objects with time (or timestamp), level, service and message. A line that is neither (or is
@@ -17,12 +18,15 @@ import json
 import os
 import re
 import threading
+from abc import abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tools.search import line_matches, read_line, read_query
 from tools.sources.errors import SourceError
 from tools.sources.files import read_bytes, regular_files
+from tools.sources.interfaces import LogHits, LogQuery, LogSource, Settings, UnreadableQuery
 from tools.sources.limits import (
     MAX_DIRECTORY_BYTES,
     MAX_FILE_BYTES,
@@ -48,7 +52,6 @@ def normal_level(level: Any) -> str | None:
 class LogRecords:
     """What a search runs over: the records, the services they name, and the lines left unread."""
 
-    label: str
     records: tuple[dict[str, Any], ...]
     services: frozenset[str]
     unparsed: int = 0
@@ -88,8 +91,53 @@ def parse_line(line: str) -> dict[str, Any] | None:
             "service": match["service"].strip(), "message": match["message"]}
 
 
-class LogDirectory:
-    def __init__(self, root: Path):
+class RecordLogSource(LogSource):
+    """A log source whose lines the program reads itself (`records`) and searches line by line."""
+
+    def __init__(self, synonyms: dict[str, tuple[str, ...]]):
+        self.synonyms = synonyms
+
+    @abstractmethod
+    def records(self) -> LogRecords:
+        """Every line as a record, and what could not be read."""
+
+    def services(self) -> frozenset[str]:
+        return self.records().services
+
+    def search(self, query: LogQuery) -> LogHits:
+        found = self.records()
+        wanted = read_query(query.text, self.synonyms, found.services)
+        if not wanted.concepts and query.service is None and query.level is None:
+            raise UnreadableQuery(f"query {query.text!r} names nothing to search for; give a keyword, a service "
+                                  "or a level")
+        scored = []
+        for record in found.records:
+            if query.service is not None and record["service"] != query.service:
+                continue
+            if query.level is not None and record["level"] != query.level:
+                continue
+            matches, word_hits = line_matches(read_line(f"{record['level']} {record['service']} {record['message']}"),
+                                              wanted, query.min_share)
+            if matches:
+                scored.append((-word_hits, record["timestamp"], record))
+        scored.sort(key=lambda item: (item[0], item[1]))
+        kept = sorted((item[2] for item in scored[:query.limit]), key=lambda r: r["timestamp"])
+        notes = found.notes
+        if found.unparsed:
+            # Lines the search could not read may hold what was asked for: the message must say so.
+            notes = (f"{found.unparsed} line(s) in the log files could not be parsed and were not searched "
+                     f"(first: {', '.join(found.unparsed_where)})", *notes)
+        return LogHits(logs=tuple(kept), total=len(scored), services=found.services, notes=notes,
+                       unparsed_lines=found.unparsed, skipped_files=found.skipped_files)
+
+
+class LogDirectory(RecordLogSource):
+    @classmethod
+    def from_settings(cls, root: str, settings: Settings) -> LogDirectory:
+        return cls(Path(root), settings.synonyms)
+
+    def __init__(self, root: Path, synonyms: dict[str, tuple[str, ...]]):
+        super().__init__(synonyms)
         self.root = root
         self._lock = threading.Lock()
         # real path -> (what was read: (inode, mtime_ns, size, byte limit), the file's reading)
@@ -164,7 +212,7 @@ class LogDirectory:
         if cut:
             notes.append(f"{len(cut)} line(s) longer than {MAX_ITEM_CHARS} characters were cut where marked "
                          f"and searched only that far ({places(cut)})")
-        return LogRecords(label=self.label, records=tuple(records), services=frozenset(r["service"] for r in records),
+        return LogRecords(records=tuple(records), services=frozenset(r["service"] for r in records),
                           unparsed=len(unparsed), unparsed_where=tuple(unparsed[:NAMED_PLACES]),
                           skipped_files=len(skipped), notes=tuple(notes))
 

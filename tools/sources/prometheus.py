@@ -29,6 +29,7 @@ import httpx
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints, TypeAdapter, ValidationError
 
 from tools.sources.errors import SourceError
+from tools.sources.interfaces import MetricsSource, Settings
 from tools.sources.limits import MAX_BODY_BYTES, MAX_ITEM_CHARS, MAX_NAME_CHARS, clip, size_text
 
 AlertState = Literal["firing", "pending"]
@@ -149,7 +150,29 @@ def _clipped(values: dict[str, str], field: str, cut: list[str]) -> dict[str, st
 _call_deadline: ContextVar[float | None] = ContextVar("prometheus_call_deadline", default=None)
 
 
-class Prometheus:
+def _timeout(raw: str | None) -> float:
+    if raw is None:
+        return 5.0
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise SourceError(f"DIAGNOSIS_PROMETHEUS_TIMEOUT must be a positive number of seconds, got {raw!r}")
+    return seconds
+
+
+class Prometheus(MetricsSource):
+    # The settings it is built from, besides DIAGNOSIS_PROMETHEUS_URL (tools/sources/active.py).
+    OPTIONS = ("DIAGNOSIS_PROMETHEUS_SERVICE_LABEL", "DIAGNOSIS_PROMETHEUS_TIMEOUT")
+
+    @classmethod
+    def from_settings(cls, url: str, settings: Settings) -> Prometheus:
+        if not url.startswith(("http://", "https://")):
+            raise SourceError(f"DIAGNOSIS_PROMETHEUS_URL must be an http:// or https:// URL, got {url!r}")
+        return cls(url, service_label=settings["DIAGNOSIS_PROMETHEUS_SERVICE_LABEL"] or "service",
+                   timeout=_timeout(settings["DIAGNOSIS_PROMETHEUS_TIMEOUT"]))
+
     def __init__(self, url: str, *, service_label: str = "service", timeout: float = 5.0,
                  transport: httpx.BaseTransport | None = None):
         self.url = url.rstrip("/")

@@ -8,6 +8,7 @@ every lookup; it never costs the other runbooks. A section is cut at MAX_ITEM_CH
 
 from __future__ import annotations
 
+import math
 import re
 import threading
 import unicodedata
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from tools.sources.errors import SourceError
 from tools.sources.files import Listing, read_bytes, regular_files
+from tools.sources.interfaces import RunbookHits, RunbookSource, Settings
 from tools.sources.limits import (
     MAX_DIRECTORY_BYTES,
     MAX_FILE_BYTES,
@@ -127,8 +129,22 @@ class KnowledgeIndex:
                          f"and ranked only that far ({places(cut)})")
         self.notes = tuple(notes)
 
+    def search(self, query: str, top_k: int) -> RunbookHits:
+        tokens = tokenize(query)
+        scores = self.retriever.get_scores(tokens) if tokens else []
+        ranked = sorted(
+            ((float(s), i) for i, s in enumerate(scores) if float(s) > 0 and not math.isnan(float(s))),
+            key=lambda pair: -pair[0],
+        )[:top_k]
+        blocks = tuple(dict(self.blocks[i], score=round(score, 3)) for score, i in ranked)
+        return RunbookHits(blocks=blocks, notes=self.notes, skipped_files=self.skipped_files)
 
-class RunbookDirectory:
+
+class RunbookDirectory(RunbookSource):
+    @classmethod
+    def from_settings(cls, root: str, settings: Settings) -> RunbookDirectory:
+        return cls(Path(root))
+
     def __init__(self, root: Path):
         self.root = root
         self._lock = threading.Lock()
@@ -137,6 +153,9 @@ class RunbookDirectory:
     @property
     def label(self) -> str:
         return f"runbook directory {self.root}"
+
+    def search(self, query: str, top_k: int) -> RunbookHits:
+        return self.index().search(query, top_k)
 
     def index(self) -> KnowledgeIndex:
         """The index of every usable runbook; its notes name the files skipped and the sections cut."""
