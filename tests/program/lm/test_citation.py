@@ -5,7 +5,7 @@ import json
 import dspy
 import pytest
 
-import optimize
+from optimization.experiment import Calls, evaluate
 from devset import load_devset
 from devset.gold import gold_executor_output, gold_plan, gold_tool_calls
 from devset.recorded import record
@@ -209,7 +209,7 @@ def test_the_optimizer_scores_the_module_the_pipeline_runs(cases, monkeypatch):
     example = evidence[case["case_id"]].example()
     monkeypatch.setattr("program.lm.citation.is_embedded", lambda lm: True)
     with dspy.context(lm=lm, adapter=ConstrainedJSONAdapter(compact=True)):
-        runs = optimize.evaluate(Cite(), "uncompiled", [example], evidence, {case["case_id"]: "train"})
+        runs = evaluate(Cite(), "uncompiled", [example], evidence, Calls())
     from_optimizer = _module_parts(_executor_request(requests))
     assert runs[0].score == 1.0, runs[0].feedback
     assert from_pipeline == from_optimizer
