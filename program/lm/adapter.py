@@ -13,15 +13,22 @@ constrained and may quote instead.
 
 ``compact=True`` drops the JSON schemas from the system prompt (the decoder enforces them anyway),
 which shortens prompts for small local models.
+
+A narrowing travels with its call, as ``predict(..., config=narrowing(patch))``, and the adapter
+takes it out of the call's settings. Applying it takes one private hook of DSPy's,
+JSONAdapter._prepare_response_format: present in DSPy 3.4.1, the pinned version and the only one
+this was checked on; DSPy 3.3.1 builds the response format inside JSONAdapter.__call__ and has no
+such hook. The public seams do not suffice (tests/program/lm/test_adapter.py): DSPy builds the
+schema from each output field's type alone, so a bound declared on a field never reaches it, and
+it replaces a response_format given with the call by its own; yet every stage's narrowing bounds a
+top-level field, and the verifier's is not an object of fields at all.
 """
 
 from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable
 from typing import get_args
 
 import dspy
@@ -42,19 +49,16 @@ from tools.catalog import Catalog
 from tools.declaration import Toolbox
 
 SchemaPatch = Callable[[dict], dict]
-_patch: ContextVar[SchemaPatch | None] = ContextVar("schema_patch", default=None)
+# The key of a call's config that carries its narrowing to the adapter, which takes it out.
+SCHEMA_PATCH = "schema_patch"
 TEXT_MAX_CHARS = 200
 QUERY_MAX_CHARS = 80
 BROAD_MAX_CLAIMS = 4
 
 
-@contextmanager
-def constrained(patch: SchemaPatch | None) -> Iterator[None]:
-    token = _patch.set(patch)
-    try:
-        yield
-    finally:
-        _patch.reset(token)
+def narrowing(patch: SchemaPatch) -> dict:
+    """The config of one predictor call whose response schema `patch` narrows."""
+    return {SCHEMA_PATCH: patch}
 
 
 class ConstrainedJSONAdapter(dspy.JSONAdapter):
@@ -63,13 +67,14 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
         self.compact = compact
 
     def _prepare_response_format(self, lm, lm_kwargs, signature):
+        # First, so that it never reaches the LM, even when DSPy sends no schema. Under a DSPy
+        # without this hook it would, and DSPy's request refuses a setting it does not know: the
+        # stage fails closed instead of running unconstrained.
+        patch = lm_kwargs.pop(SCHEMA_PATCH, None)
         super()._prepare_response_format(lm, lm_kwargs, signature)
-        patch = _patch.get()
         fmt = lm_kwargs.get("response_format")
         if patch is not None and isinstance(fmt, type) and issubclass(fmt, BaseModel):
-            narrowed = patch(copy.deepcopy(fmt.model_json_schema()))
-            # DSPy builds this model afresh for every call, so replacing its schema is local to the call.
-            fmt.model_json_schema = lambda *args, **kwargs: narrowed
+            lm_kwargs["response_format"] = _with_schema(fmt, patch(copy.deepcopy(fmt.model_json_schema())))
 
     def format_field_with_value(self, fields_with_values, role: str = "user") -> str:
         if not self.compact or role == "user":
@@ -85,6 +90,21 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
         inputs = ", ".join(f"[[ ## {name} ## ]]" for name in signature.input_fields)
         outputs = ", ".join(f'"{name}"' for name in signature.output_fields)
         return f"Inputs come in sections {inputs}. Answer with one JSON object with the keys {outputs}."
+
+
+def _with_schema(model: type[BaseModel], schema: dict) -> type[BaseModel]:
+    """DSPy's response model for this call, reporting `schema` as its JSON schema. DSPy sends a
+    model's JSON schema, shaped for strict mode, so the narrowed schema is shaped as DSPy's own
+    would be, and DSPy's model is left as it built it."""
+
+    class Narrowed(model):
+        @classmethod
+        def model_json_schema(cls, *args, **kwargs) -> dict:
+            return schema
+
+    # The name goes out with the schema.
+    Narrowed.__name__ = Narrowed.__qualname__ = model.__name__
+    return Narrowed
 
 
 def _as_emitted(value, annotation):

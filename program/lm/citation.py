@@ -12,7 +12,7 @@ import dspy
 
 from program.evidence.citations import Menu
 from program.evidence.parsing import salvage_executor_output
-from program.lm.adapter import citation_patch, constrained
+from program.lm.adapter import citation_patch, narrowing
 from program.lm.engine import is_embedded
 from program.lm.stage_errors import stage_error
 from signatures.contracts import ExecutorOutput, Finding, ParseStatus, PlannerOutput, ToolInvocation
@@ -46,10 +46,10 @@ class Cite(dspy.Module):
         signature = narrow_citation(self.predict.signature) if narrow else self.predict.signature
         if constrain is None:
             constrain = is_embedded(dspy.settings.lm)
+        config = narrowing(citation_patch(menu, narrow=narrow)) if constrain else {}
         try:
-            with constrained(citation_patch(menu, narrow=narrow) if constrain else None):
-                pred = self.predict(signature=signature, question=question, plan=plan, retry_context=retry_context,
-                                    observations=render_observations(invocations))
+            pred = self.predict(signature=signature, config=config, question=question, plan=plan,
+                                retry_context=retry_context, observations=render_observations(invocations))
         except dspy.AdapterParseError as exc:
             parts, parse = salvage_executor_output(exc.lm_response, tuple(signature.output_fields))
             return self._result(parts, parse, menu, error=stage_error("executor", exc))

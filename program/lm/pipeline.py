@@ -34,9 +34,9 @@ from program.evidence.verdict import (
 from program.lm.adapter import (
     chain,
     choices_patch,
-    constrained,
     judgement_patch,
     length_patch,
+    narrowing,
     tool_call_patch,
 )
 from program.lm.citation import Cite
@@ -122,8 +122,9 @@ class Diagnosis(dspy.Module):
             return self.constrain
         return is_embedded(dspy.settings.lm)
 
-    def _patch(self, patch):
-        return constrained(patch if self._constraining() else None)
+    def _narrowing(self, patch) -> dict:
+        """The config of a stage's call: its schema narrowed while constraining."""
+        return narrowing(patch) if self._constraining() else {}
 
     @property
     def store(self) -> AuditStore:
@@ -201,8 +202,8 @@ class Diagnosis(dspy.Module):
                       choices_patch("PlanDraft", "excluded_topics", candidates, PLAN_CHOSEN_EXCLUSIONS),
                       tool_call_patch(run.catalog, self.toolbox, min_calls=1))
         try:
-            with self._stage(run.usage, "planner"), self._patch(patch):
-                pred = self.planner(question=run.question)
+            with self._stage(run.usage, "planner"):
+                pred = self.planner(question=run.question, config=self._narrowing(patch))
             run.use_plan(pred.plan)
             calls = list(pred.tool_calls)
         except Exception as exc:
@@ -239,8 +240,8 @@ class Diagnosis(dspy.Module):
             if run.scope.narrow and run.recorder.invocations:
                 return
             try:
-                with self._stage(run.usage, "executor_tools"), self._patch(patch):
-                    calls = self.gather(question=run.question, plan=run.plan,
+                with self._stage(run.usage, "executor_tools"):
+                    calls = self.gather(question=run.question, plan=run.plan, config=self._narrowing(patch),
                                         observations=render_observations(run.recorder.invocations)).tool_calls
             except Exception as exc:
                 run.errors.append(stage_error("executor_tools", exc))
@@ -363,9 +364,9 @@ class Diagnosis(dspy.Module):
 
     def _judge(self, run: _Run, claim: Claim) -> ClaimJudgement | None:
         try:
-            with self._stage(run.usage, "verifier"), self._patch(judgement_patch):
+            with self._stage(run.usage, "verifier"):
                 pred = self.verifier(question=run.question, claim=f"{claim.claim_type}: {claim.claim_text}",
-                                     excerpts=contexts(claim, run.cited))
+                                     excerpts=contexts(claim, run.cited), config=self._narrowing(judgement_patch))
         except Exception as exc:
             run.errors.append(stage_error("verifier", exc))
             return None
@@ -389,10 +390,11 @@ class Diagnosis(dspy.Module):
             return ComposerOutput(status="deterministic", user_facing_answer=fallback,
                                   reasons=["narrow question: the verified claims are the answer; the composer LM was not asked"])
         try:
-            with self._stage(run.usage, "composer"), self._patch(length_patch({})):
+            with self._stage(run.usage, "composer"):
                 answer = self.composer(question=run.question, verified_facts=[fact_line(c, run.cited) for c in verified],
                                        hypotheses=[h.hypothesis_text for h in output.hypotheses],
-                                       missing_info=[m.description for m in output.missing_info]).answer
+                                       missing_info=[m.description for m in output.missing_info],
+                                       config=self._narrowing(length_patch({}))).answer
         except Exception as exc:
             finding = stage_error("composer", exc)
             run.errors.append(finding)

@@ -1,9 +1,34 @@
-import dspy
+import contextlib
+from typing import Annotated
 
+import dspy
+import pytest
+from pydantic import Field
+
+from program.entry.audit import AuditStore
 from program.evidence.citations import Menu
-from program.lm.adapter import citation_patch, judgement_patch, tool_call_patch
-from signatures.contracts import PlannerOutput
-from signatures.diagnosis import CiteEvidence, GatherEvidence, JudgeClaim, PlanDiagnosis, narrow_citation
+from program.lm.adapter import (
+    SCHEMA_PATCH,
+    ConstrainedJSONAdapter,
+    choices_patch,
+    citation_patch,
+    judgement_patch,
+    length_patch,
+    narrowing,
+    tool_call_patch,
+)
+from program.lm.pipeline import Diagnosis
+from signatures.contracts import PlannerOutput, ToolCall
+from signatures.diagnosis import (
+    CiteEvidence,
+    ComposeAnswer,
+    GatherEvidence,
+    JudgeClaim,
+    PlanDiagnosis,
+    narrow_citation,
+)
+from tests.support.good_lm import good_lm
+from tests.support.scripted import ScriptedEngine
 from tools.catalog import Catalog
 from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder
@@ -12,14 +37,34 @@ CATALOG = Catalog(services=("order-service",), alert_names=("HighMemoryUsage",),
                   alert_states=("firing", "resolved"), synonyms={})
 
 
-def _schema(signature):
-    from dspy.adapters.json_adapter import _get_structured_outputs_response_format
+class SchemaRecorder(ScriptedEngine):
+    """Keeps the response schema of every request, as the LM receives it."""
 
-    return _get_structured_outputs_response_format(signature).model_json_schema()
+    def __init__(self):
+        super().__init__(lambda stage, user, demos: {})
+        self.schemas = []
+
+    def complete(self, request):
+        self.schemas.append(request.config.response_format["schema"])
+        return super().complete(request)
+
+
+def _sent(signature, patch=None, *, adapter=None, config=None) -> dict:
+    """The response schema one call of `signature` sends through `adapter`, narrowed by `patch` (the
+    scripted reply does not parse, which does not matter here)."""
+    engine = SchemaRecorder()
+    if config is None:
+        config = narrowing(patch) if patch else {}
+    lm = dspy.LM("scripted/test", engine=engine, cache=False)
+    with dspy.context(lm=lm, adapter=adapter or ConstrainedJSONAdapter()):
+        with contextlib.suppress(dspy.AdapterParseError):
+            dspy.Predict(signature)(config=config)
+    (schema,) = engine.schemas
+    return schema
 
 
 def test_tool_call_shapes_carry_only_their_own_arguments_in_declared_order():
-    schema = tool_call_patch(CATALOG, TOOLBOX)(_schema(GatherEvidence))
+    schema = _sent(GatherEvidence, tool_call_patch(CATALOG, TOOLBOX))
     shapes = schema["$defs"]["ToolCall"]["anyOf"]
     assert [s["properties"]["tool_name"]["const"] for s in shapes] == ["query_metrics", "query_logs", "lookup_knowledge"]
     assert [list(shape["properties"]) for shape in shapes] == [
@@ -32,7 +77,7 @@ def test_tool_call_shapes_carry_only_their_own_arguments_in_declared_order():
 
 
 def test_the_planner_must_make_at_least_one_call():
-    schema = tool_call_patch(CATALOG, TOOLBOX, min_calls=1)(_schema(PlanDiagnosis))
+    schema = _sent(PlanDiagnosis, tool_call_patch(CATALOG, TOOLBOX, min_calls=1))
     assert schema["properties"]["tool_calls"]["minItems"] == 1
 
 
@@ -45,7 +90,7 @@ def _menu(store, *calls):
 def test_a_binding_is_one_label_of_the_menu_and_claim_types_follow_the_evidence(store):
     menu, (alert, empty) = _menu(store, ("query_metrics", {"service": "order-service"}),
                                  ("query_logs", {"query": "HikariCP", "service": "inventory-service"}))
-    schema = citation_patch(menu)(_schema(CiteEvidence))
+    schema = _sent(CiteEvidence, citation_patch(menu))
     branches = {b["properties"]["claim_type"]["const"]: b for b in schema["$defs"]["ClaimDraft"]["anyOf"]}
     assert set(branches) == {"observation", "negative_observation", "root_cause", "risk"}
     for branch in branches.values():
@@ -66,7 +111,7 @@ def test_a_binding_is_one_label_of_the_menu_and_claim_types_follow_the_evidence(
 
 def test_a_narrow_schema_has_no_empty_claim_list_and_no_branch_the_evidence_cannot_support(store):
     menu, _ = _menu(store, ("query_logs", {"query": "HikariCP", "service": "inventory-service"}))
-    schema = citation_patch(menu, narrow=True)(_schema(narrow_citation(CiteEvidence)))
+    schema = _sent(narrow_citation(CiteEvidence), citation_patch(menu, narrow=True))
     claims = schema["properties"]["claims"]
     assert (claims["minItems"], claims["maxItems"]) == (1, 2)
     # A session without hits has no observation branch: "found" cannot be claimed from a no-hit.
@@ -75,7 +120,7 @@ def test_a_narrow_schema_has_no_empty_claim_list_and_no_branch_the_evidence_cann
     assert set(schema["properties"]) == {"claims", "missing_info"}
 
     menu, _ = _menu(store, ("query_logs", {"query": "Full GC", "service": "order-service"}))
-    schema = citation_patch(menu, narrow=True)(_schema(narrow_citation(CiteEvidence)))
+    schema = _sent(narrow_citation(CiteEvidence), citation_patch(menu, narrow=True))
     # A session whose searches all found something has no negative branch: "not found" cannot cite hits.
     assert [b["properties"]["claim_type"]["const"] for b in schema["$defs"]["ClaimDraft"]["anyOf"]] == ["observation"]
 
@@ -102,54 +147,93 @@ def test_the_patched_schema_compiles_to_a_llama_grammar(store):
     assert any('"' in ref.text for ref in runbook.retrieval_details.evidence_refs)
     from program.lm.engine import schema_grammar_text
 
-    for schema in (citation_patch(Menu(recorder.invocations), narrow=True)(_schema(narrow_citation(CiteEvidence))),
-                   citation_patch(Menu(recorder.invocations))(_schema(CiteEvidence)),
-                   tool_call_patch(CATALOG, TOOLBOX, min_calls=1)(_schema(PlanDiagnosis)),
-                   judgement_patch(_schema(JudgeClaim))):
+    for schema in (_sent(narrow_citation(CiteEvidence), citation_patch(Menu(recorder.invocations), narrow=True)),
+                   _sent(CiteEvidence, citation_patch(Menu(recorder.invocations))),
+                   _sent(PlanDiagnosis, tool_call_patch(CATALOG, TOOLBOX, min_calls=1)),
+                   _sent(JudgeClaim, judgement_patch)):
         grammar = schema_grammar_text(json.dumps(schema))
         assert LlamaGrammar.from_string(grammar, verbose=False) is not None
         # Qwen writes indented JSON: the grammar must let it break lines
         assert 'space ::= | " " | "\\n"' in grammar
 
 
-def test_adapter_applies_the_patch_only_inside_the_context(store):
-    from program.lm.adapter import ConstrainedJSONAdapter, constrained
-    from tests.support.scripted import ScriptedEngine
-
-    seen = []
-
-    class Recording(ScriptedEngine):
-        def complete(self, request):
-            seen.append(request.config.response_format["schema"])
-            return super().complete(request)
-
-    engine = Recording(lambda stage, user, demos: {"tool_calls": []})
-    lm = dspy.LM("scripted/test", engine=engine, cache=False)
+def test_only_a_call_that_carries_a_narrowing_sends_a_narrowed_schema():
+    engine = SchemaRecorder()
     predict = dspy.Predict(GatherEvidence)
-    plan = PlannerOutput(scope="narrow")
-    with dspy.context(lm=lm, adapter=ConstrainedJSONAdapter()):
-        predict(question="q", plan=plan, observations="none")
-        with constrained(tool_call_patch(CATALOG, TOOLBOX)):
-            predict(question="q", plan=plan, observations="none")
-    assert "anyOf" not in seen[0]["$defs"]["ToolCall"]
-    assert "anyOf" in seen[1]["$defs"]["ToolCall"]
+    inputs = {"question": "q", "plan": PlannerOutput(scope="narrow"), "observations": "none"}
+    with dspy.context(lm=dspy.LM("scripted/test", engine=engine, cache=False), adapter=ConstrainedJSONAdapter()):
+        for config in ({}, narrowing(tool_call_patch(CATALOG, TOOLBOX)), {}):
+            with contextlib.suppress(dspy.AdapterParseError):
+                predict(**inputs, config=config)
+    plain, narrowed, after = engine.schemas
+    assert "anyOf" in narrowed["$defs"]["ToolCall"] and narrowed["properties"]["tool_calls"]["maxItems"] == 4
+    # DSPy's own response model is left as DSPy built it: the next call is not narrowed.
+    assert plain == after and "anyOf" not in after["$defs"]["ToolCall"]
+
+
+def test_a_bound_declared_on_a_signature_field_never_reaches_the_schema_dspy_sends():
+    """Why the adapter keeps its private hook: every stage's narrowing bounds a top-level output
+    field, and DSPy builds the response schema from each field's type alone. Should this fail, a
+    DSPy release sends field bounds, and the top-level bounds can move into the signatures."""
+
+    class Bounded(dspy.Signature):
+        question: str = dspy.InputField()
+        answer: str = dspy.OutputField(max_length=200)
+
+    bounded_calls = GatherEvidence.with_updated_fields("tool_calls",
+                                                       type_=Annotated[list[ToolCall], Field(max_length=4)])
+    assert "maxItems" not in _sent(bounded_calls, adapter=dspy.JSONAdapter())["properties"]["tool_calls"]
+    assert "maxLength" not in _sent(Bounded, adapter=dspy.JSONAdapter())["properties"]["answer"]
+    # The same bounds, sent as a narrowing:
+    assert _sent(GatherEvidence, length_patch({"tool_calls": 4}))["properties"]["tool_calls"]["maxItems"] == 4
+    assert _sent(ComposeAnswer, length_patch({}))["properties"]["answer"]["maxLength"] == 200
+
+
+def test_a_response_format_given_with_the_call_is_replaced_by_dspys_own():
+    """Why the verifier's schema needs the hook: it is not an object of fields but a choice of two
+    (a supported judgement with no reason, or another with one), and a schema the call brings
+    through Predict's config= is overwritten by the one DSPy builds from the fields."""
+    verifier = _sent(JudgeClaim, judgement_patch)
+    given = {"response_format": {"type": "json_schema",
+                                 "json_schema": {"name": "JudgeClaim", "schema": verifier, "strict": True}}}
+    sent = _sent(JudgeClaim, adapter=dspy.JSONAdapter(), config=given)
+    assert list(verifier) == ["anyOf"]
+    assert "anyOf" not in sent and list(sent["properties"]) == ["judgement", "reason"]
+
+
+def test_a_narrowing_no_adapter_takes_fails_the_call_instead_of_running_unconstrained():
+    """Under DSPy's plain adapter (or a DSPy without the hook) the narrowing reaches the LM, which
+    refuses a setting it does not know; the stage then fails closed."""
+    with pytest.raises(dspy.LMUnsupportedFeatureError, match=SCHEMA_PATCH):
+        _sent(ComposeAnswer, length_patch({}), adapter=dspy.JSONAdapter())
 
 
 def test_a_planner_may_only_choose_exclusions_among_the_names_the_question_spells():
-    from program.lm.adapter import choices_patch
-
-    schema = _schema(PlanDiagnosis)
-    patched = choices_patch("PlanDraft", "excluded_topics", ("order-service", "PodOOMKilled"), 2)(schema)
+    patched = _sent(PlanDiagnosis, choices_patch("PlanDraft", "excluded_topics", ("order-service", "PodOOMKilled"), 2))
     prop = patched["$defs"]["PlanDraft"]["properties"]["excluded_topics"]
     assert prop["items"]["enum"] == ["order-service", "PodOOMKilled"] and prop["maxItems"] == 2
     # With nothing to choose, the planner does not write the (optional) list at all.
-    none = choices_patch("PlanDraft", "excluded_topics", (), 2)(_schema(PlanDiagnosis))
+    none = _sent(PlanDiagnosis, choices_patch("PlanDraft", "excluded_topics", (), 2))
     assert "excluded_topics" not in none["$defs"]["PlanDraft"]["properties"]
     assert list(none["$defs"]["PlanDraft"]["properties"]) == ["target_services", "topics"]
 
 
 def test_a_supported_judgement_writes_no_reason_and_any_other_says_why():
-    supported, other = judgement_patch(_schema(JudgeClaim))["anyOf"]
+    supported, other = _sent(JudgeClaim, judgement_patch)["anyOf"]
     assert supported["properties"] == {"judgement": {"const": "supported"}, "reason": {"const": ""}}
     assert other["properties"]["judgement"] == {"enum": ["over-reaches", "contradicted"]}
     assert other["properties"]["reason"]["type"] == "string"
+
+
+def test_a_constrained_run_under_an_adapter_that_cannot_narrow_fails_closed(cases):
+    case = cases["high_memory_positive"]
+
+    def run(adapter):
+        with dspy.context(lm=good_lm(case), adapter=adapter):
+            return Diagnosis(AuditStore("sqlite://"), constrain=True)(question=case["question"]).result
+
+    narrowed, plain = run(ConstrainedJSONAdapter()), run(dspy.JSONAdapter())
+    assert narrowed.verdict == "PASS"
+    assert plain.verdict == "LOW_CONFID" and not plain.claims
+    planner = next(e for e in plain.errors if e.rule == "lm.planner.error")
+    assert SCHEMA_PATCH in planner.message
