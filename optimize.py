@@ -26,8 +26,7 @@ from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
 
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
+import signatures  # noqa: F401  (keeps litellm offline before dspy loads)
 import dspy  # noqa: E402
 
 from devset import devset_world, load_devset  # noqa: E402
@@ -44,6 +43,7 @@ from program.lm.embedding import QuestionEmbedder  # noqa: E402
 from program.lm.engine import lm_spec, resolve_lm  # noqa: E402
 from program.lm.transcript import recording_lm, replaying_lm  # noqa: E402
 from tools.catalog import active_catalog  # noqa: E402
+from tools.functions import TOOLBOX  # noqa: E402
 
 RECORDED_ARGS = ("lm", "optimizers", "k", "threshold", "gepa_calls", "gepa_val", "mipro_trials", "teacher",
                  "reflection_lm", "train_scores")
@@ -221,7 +221,7 @@ def main(argv: list[str] | None = None) -> int:
     with devset_world():
         say("loading the devset and recording the gold tool calls through the recorder, in the devset's world")
         cases = load_devset()
-        evidence = record(cases, active_catalog())
+        evidence = record(cases, active_catalog(), TOOLBOX)
         examples = {cid: rec.example() for cid, rec in evidence.items()}
         train = [e for cid, e in examples.items() if evidence[cid].case["split"] == "train"]
         held = [e for cid, e in examples.items() if evidence[cid].case["split"] == "held-out"]

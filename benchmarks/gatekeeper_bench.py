@@ -27,6 +27,7 @@ from program.entry.audit import AuditStore
 from program.evidence import gatekeeper
 from program.evidence.matching import canonical, significant_chars
 from signatures.contracts import MAX_ITEMS, Claim, EvidenceBinding, ExecutorOutput
+from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder
 
 CALLS = [
@@ -100,7 +101,7 @@ def _honest(excerpt: str, ref: str, rng: random.Random, kind: str) -> str:
 
 def build_bindings(n: int, seed: int):
     store = AuditStore("sqlite://")
-    recorder = ToolInvocationRecorder(store, "bench")
+    recorder = ToolInvocationRecorder(store, "bench", TOOLBOX)
     invocations = [recorder.call(tool, **kwargs) for tool, kwargs in CALLS]
     refs = [(inv, ref) for inv in invocations for ref in inv.retrieval_details.evidence_refs]
     rng = random.Random(seed)
@@ -159,7 +160,7 @@ def main() -> None:
 
     canonical.cache_clear()
     started = time.perf_counter()
-    checked = [cb for output in outputs for cb in gatekeeper.check(output, invocations, "bench").checked_bindings]
+    checked = [cb for output in outputs for cb in gatekeeper.check(output, invocations, "bench", toolbox=TOOLBOX).checked_bindings]
     timings = {"gatekeeper": time.perf_counter() - started}
     decisions = {"gatekeeper": [cb.status == "pass" for cb in checked]}
     for name, checker in (("plain substring", plain_substring), ("difflib >= 90%", naive_difflib)):

@@ -8,15 +8,10 @@ Used for labeled demos and by tests that script a good LM.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from program.evidence.matching import CLAUSE, clauses
-from tools.recorder import citation_label
-
-OBSERVATION_HEAD = re.compile(r"^#(\d+) (\w+)\((.*)\) -> (\w+)", re.MULTILINE)
-# A cited line of tools.recorder's rendering: "  #3 $.logs[1]: text" or "  #3 no-hit: message".
-CITED_LINE = re.compile(r"^\s+#(\d+) (no-hit|\$\.\w+\[\d+\]): (.*)$")
+from tools.recorder import citation_label, observed_refs
 
 
 @dataclass(frozen=True)
@@ -43,19 +38,7 @@ class Ref:
 
 def refs_in(observations: str) -> list[Ref]:
     """Every citable ref and no-hit message in the observations text (tools.recorder's rendering)."""
-    refs: list[Ref] = []
-    current = None
-    for line in observations.splitlines():
-        head = OBSERVATION_HEAD.match(line)
-        if head:
-            current = (int(head.group(1)), head.group(2))
-            continue
-        cited = CITED_LINE.match(line)
-        if current is None or cited is None or int(cited.group(1)) != current[0]:
-            continue
-        path = None if cited.group(2) == "no-hit" else cited.group(2)
-        refs.append(Ref(current[0], current[1], path, cited.group(3)))
-    return refs
+    return [Ref(*ref) for ref in observed_refs(observations)]
 
 
 class GoldUnavailable(LookupError):

@@ -19,6 +19,7 @@ from program.lm.adapter import TEXT_MAX_CHARS
 from program.evidence.scope import mentions, read_scope
 from signatures.contracts import (
     NARROW_MAX_CLAIMS,
+    NARROW_MIN_CLAIMS,
     NARROW_TYPES,
     Claim,
     DiagnosisResult,
@@ -27,6 +28,7 @@ from signatures.contracts import (
     ToolInvocation,
 )
 from tools.catalog import active_catalog
+from tools.declaration import Toolbox
 
 WEIGHTS = {"verdict": 0.30, "gatekeeper": 0.20, "forbidden": 0.15, "scope": 0.10, "recall": 0.15, "facts": 0.10}
 
@@ -54,8 +56,8 @@ def _ref_text(invocations: dict[int, ToolInvocation], inv_id: int | None, raw_pa
 def narrow_problems(claims: list[Claim]) -> list[str]:
     """What breaks the narrow-scope bound: one or two claims, observations only."""
     problems = []
-    if not 1 <= len(claims) <= NARROW_MAX_CLAIMS:
-        problems.append(f"{len(claims)} claims for a narrow question (want 1 to {NARROW_MAX_CLAIMS})")
+    if not NARROW_MIN_CLAIMS <= len(claims) <= NARROW_MAX_CLAIMS:
+        problems.append(f"{len(claims)} claims for a narrow question (want {NARROW_MIN_CLAIMS} to {NARROW_MAX_CLAIMS})")
     wrong = sorted({c.claim_type for c in claims} - set(NARROW_TYPES))
     if wrong:
         problems.append(f"narrow question answered with claim types {', '.join(wrong)}")
@@ -171,8 +173,9 @@ class FixtureCheck:
         return self.severity == "reject" and set(self.expected_rules) <= set(self.failed_rules)
 
 
-def check_fixture(case: dict, executor_output: dict, invocations: list[ToolInvocation], session_id: str) -> FixtureCheck:
+def check_fixture(case: dict, executor_output: dict, invocations: list[ToolInvocation], session_id: str,
+                  toolbox: Toolbox) -> FixtureCheck:
     """The offline gatekeeper-reject case: the gatekeeper alone must reject the fixture with its rules."""
-    gate = check(ExecutorOutput.model_validate(executor_output), invocations, session_id)
+    gate = check(ExecutorOutput.model_validate(executor_output), invocations, session_id, toolbox=toolbox)
     return FixtureCheck(severity=gate.severity, failed_rules=list(gate.failed_rules),
                         expected_rules=list(case["fixture_executor_output"].get("expected_failed_rules") or []))

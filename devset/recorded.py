@@ -27,11 +27,11 @@ from signatures.contracts import (
     GatekeeperResult,
     ParseStatus,
     PlannerOutput,
-    ToolCall,
     ToolInvocation,
 )
+from tools.calls import tool_call_contract
 from tools.catalog import Catalog
-from tools.functions import TOOLBOX
+from tools.declaration import Toolbox
 from tools.recorder import ToolInvocationRecorder, render_observations
 
 # The gatekeeper is the core: a citation that is not real earns nothing else. Every other part measures
@@ -47,6 +47,8 @@ class Recorded:
     case: dict
     store: AuditStore
     session_id: str
+    # The tools the case's calls ran on, which its citations are checked against.
+    toolbox: Toolbox
     invocations: list[ToolInvocation]
     scope: Scope
     target: Target
@@ -68,25 +70,26 @@ class Recorded:
                                                                 "retry_context")
 
 
-def record(cases: list[dict], catalog: Catalog) -> dict[str, Recorded]:
-    """Run every LM case's gold tool calls once, in one in-memory audit store."""
+def record(cases: list[dict], catalog: Catalog, toolbox: Toolbox) -> dict[str, Recorded]:
+    """Run every LM case's gold tool calls once on `toolbox`, in one in-memory audit store."""
     store = AuditStore("sqlite://")
+    call_contract = tool_call_contract(toolbox)
     recorded = {}
     for case in cases:
         if not case["runs_lm"]:
             continue
         session = f"devset-{case['case_id']}"
-        recorder = ToolInvocationRecorder(store, session)
+        recorder = ToolInvocationRecorder(store, session, toolbox)
         for call in gold_tool_calls(case):
-            tool_call = ToolCall(**call)
+            tool_call = call_contract(**call)
             recorder.call(tool_call.tool_name, **tool_call.arguments())
         scope = read_scope(case["question"], catalog)
         gold_plan = case["gold"]["plan"]
         plan = PlannerOutput(scope="narrow" if scope.narrow else "broad", target_services=gold_plan["target_services"],
                              topics=gold_plan["topics"], excluded_topics=list(scope.excluded_topics))
         recorded[case["case_id"]] = Recorded(
-            case=case, store=store, session_id=session, invocations=list(recorder.invocations), scope=scope,
-            target=question_target(case["question"], catalog).without(scope.excluded_terms), plan=plan,
+            case=case, store=store, session_id=session, toolbox=toolbox, invocations=list(recorder.invocations),
+            scope=scope, target=question_target(case["question"], catalog).without(scope.excluded_terms), plan=plan,
             observations=render_observations(recorder.invocations), names=catalog.names,
             topics=catalog.topic_groups())
     return recorded
@@ -111,7 +114,7 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
     checked = check_citations(
         recorded.store, session_id=recorded.session_id, question=case["question"], output=output,
         parse_status=parse or ParseStatus(status="valid", detail="parsed executor evidence contract"),
-        invocations=recorded.invocations, target=recorded.target, toolbox=TOOLBOX, refused=refused,
+        invocations=recorded.invocations, target=recorded.target, toolbox=recorded.toolbox, refused=refused,
         excluded_terms=recorded.scope.excluded_terms, names=recorded.names, topics=recorded.topics)
     gate: GatekeeperResult = checked.gate
     claims, blockers, verifiable = checked.claims, checked.blockers, checked.verifiable

@@ -4,10 +4,7 @@
 `python -m program.evidence.gatekeeper` do not pay for importing DSPy.
 """
 
-import os
-
-# litellm (imported by dspy) fetches a model price list over the network unless told not to.
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+import signatures  # noqa: F401  (keeps litellm offline before anything imports dspy)
 
 
 def __getattr__(name):

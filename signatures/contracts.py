@@ -1,39 +1,47 @@
 """The typed contracts shared by tools, recorder, gatekeeper, hook, audit store and signatures.
 
-Field names follow the ISS-007 design document exactly; this module is the one home for them.
+Field names follow the ISS-007 design document exactly; this module is the one home for them. It is
+the bottom layer: it imports nothing of the project and not DSPy, so every layer above may use it
+(tests/test_layers.py). The ToolCall an LM writes is derived from a toolbox, in tools/calls.py.
 """
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
-from functools import lru_cache
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    StrictInt,
-    create_model,
-    model_validator,
-)
-
-from tools.declaration import Toolbox
-from tools.functions import TOOLBOX
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, StrictInt, model_validator
 
 EvidenceStatus = Literal["supported", "no_evidence", "failed"]
 ClaimType = Literal["observation", "negative_observation", "root_cause", "risk"]
 # A narrow question (only confirm one thing) is answered with one or two observations of these types.
 NARROW_TYPES: tuple[str, ...] = ("observation", "negative_observation")
+NARROW_MIN_CLAIMS = 1
 NARROW_MAX_CLAIMS = 2
 Severity = Literal["none", "low_confid", "reject"]
 Verdict = Literal["PASS", "LOW_CONFID", "REJECT"]
+Judgement = Literal["supported", "over-reaches", "contradicted"]
+# What became of one claim, and the verdict that stands for it: in the result, the audit record and its page.
+VerificationStatus = Literal["verified", "blocked", "downgraded"]
+STATUS_VERDICT: dict[str, str] = {"verified": "PASS", "blocked": "REJECT", "downgraded": "LOW_CONFID"}
+# What the verifier's judgement alone makes of a claim; code may still block or downgrade it.
+JUDGEMENT_STATUS: dict[str, str] = {"supported": "verified", "over-reaches": "downgraded", "contradicted": "blocked"}
 # The language code writes its answer sentences in (program/evidence/language.py).
 Language = Literal["zh", "en"]
 EvidenceLevel = Literal["direct", "indirect", "none"]
 
 SEVERITY_RANK: dict[str, int] = {"none": 0, "low_confid": 1, "reject": 2}
+
+# A ref's raw_path is item i of its tool's output list <items>: `$.<items>[i]`. LOCATOR reads one
+# exactly; RAW_PATH_IN_TEXT finds one inside other text (a citation label, an observation line).
+LOCATOR = re.compile(r"^\$\.([a-z_]+)\[(0|[1-9][0-9]*)\]$")
+RAW_PATH_IN_TEXT = r"\$\.\w+\[\d+\]"
+
+
+def raw_path(items: str, index: int | str) -> str:
+    """`$.logs[3]`; with index "i", how a tool's refs are described (`$.logs[i]`)."""
+    return f"$.{items}[{index}]"
 
 # Bounds at the contract, so a hostile or looping LM cannot make a check slow or memory-hungry.
 # Every ref of the fixture world is under 300 characters; a quote longer than this is no quote.
@@ -105,34 +113,6 @@ class ToolInvocation(Record):
 
 
 # --- executor side -----------------------------------------------------------------------------
-
-
-class ToolCallContract(Contract):
-    """One tool call the LM asks for. Unset arguments, and arguments the named tool does not take,
-    are not sent to it."""
-
-    toolbox: ClassVar[Toolbox]
-    tool_name: str
-
-    def arguments(self) -> dict[str, Any]:
-        values = self.model_dump(exclude={"tool_name"})
-        # In the declared order, which is how the call is shown to the LM and recorded.
-        return {k: values[k] for k in self.toolbox.get(self.tool_name).lm_arguments if values.get(k) is not None}
-
-
-@lru_cache(maxsize=8)
-def tool_call_contract(toolbox: Toolbox) -> type[ToolCallContract]:
-    """The ToolCall of a toolbox, derived from its declarations: tool_name is one of its tools, and
-    every argument an LM may set is an optional field with the declared type and description."""
-    fields: dict[str, Any] = {"tool_name": (Literal[toolbox.names], ...)}
-    for name, (kind, description) in toolbox.lm_arguments().items():
-        fields[name] = (kind | None, Field(default=None, description=description or None))
-    model = create_model("ToolCall", __base__=ToolCallContract, __doc__=ToolCallContract.__doc__, **fields)
-    model.toolbox = toolbox
-    return model
-
-
-ToolCall = tool_call_contract(TOOLBOX)
 
 
 class EvidenceBinding(Contract):
@@ -290,15 +270,18 @@ class PlannerOutput(Contract):
     evidence_plan: list[str] = Field(default_factory=list)
 
 
-Judgement = Literal["supported", "over-reaches", "contradicted"]
-
-
 class ClaimJudgement(Contract):
     claim_id: str
     verdict: Verdict
     # What the verifier LM said of this claim; None when code decided without asking it.
     judgement: Judgement | None = None
     reason: str = ""
+
+    @classmethod
+    def judged(cls, claim_id: str, judgement: Judgement, reason: str) -> ClaimJudgement:
+        """The verifier's judgement as it stands before code's checks (program.evidence.verdict)."""
+        return cls(claim_id=claim_id, verdict=STATUS_VERDICT[JUDGEMENT_STATUS[judgement]], judgement=judgement,
+                   reason=reason)
 
 
 class ComposerOutput(Contract):
@@ -372,7 +355,7 @@ class DiagnosisSession(Contract):
 
 class VerifiedClaim(Contract):
     claim: Claim
-    verification_status: Literal["verified", "blocked", "downgraded"]
+    verification_status: VerificationStatus
     reason: str = ""
 
 

@@ -8,17 +8,10 @@ from __future__ import annotations
 
 import dspy
 
-from signatures.contracts import (
-    ClaimDraft,
-    EvidenceRef,
-    MissingInfo,
-    PlanDraft,
-    PlannerOutput,
-    RetrievalDetails,
-    ToolCall,
-    ToolInvocation,
-)
-from tools.recorder import render_observations
+from signatures.contracts import ClaimDraft, MissingInfo, PlanDraft, PlannerOutput, ToolInvocation
+from tools.calls import ToolCall
+from tools.functions import TOOLBOX
+from tools.recorder import citation_label, extract_retrieval_details, render_observations
 
 # Excerpts are quoted tool output, delimited as data like every other tool text the LM sees.
 _JUDGE_CASES = (
@@ -53,21 +46,36 @@ def judge_demos() -> list[dspy.Example]:
     ]
 
 
-def _call(inv_id: int, tool: str, arguments: dict, refs: list[tuple[str, str]] = (), message: str = "") -> ToolInvocation:
-    return ToolInvocation(id=inv_id, session_id="demo", tool_name=tool, input=arguments, retrieval_details=RetrievalDetails(
-        evidence_status="supported" if refs else "no_evidence", message=message,
-        evidence_refs=[EvidenceRef(raw_path=path, text=text) for path, text in refs]))
+def _call(inv_id: int, tool: str, arguments: dict, items: list[dict] = (), message: str = "") -> ToolInvocation:
+    """A recorded call whose output holds `items`: its refs are extracted as the recorder extracts them."""
+    declaration = TOOLBOX.get(tool)
+    output = {"success": True, declaration.items: list(items), "message": message}
+    return ToolInvocation(id=inv_id, session_id="demo", tool_name=tool, input=arguments,
+                          retrieval_details=extract_retrieval_details(declaration, output))
+
+
+def _labels(calls: list[ToolInvocation]) -> list[str]:
+    """What a demo claim cites: every ref of these calls, and the no-hit of a call that found nothing."""
+    labels = []
+    for inv in calls:
+        refs = inv.retrieval_details.evidence_refs
+        labels += [citation_label(inv.id, ref.raw_path) for ref in refs] if refs else [citation_label(inv.id, None)]
+    return labels
+
+
+def _log(clock: str, level: str, service: str, message: str) -> dict:
+    return {"timestamp": f"2026-01-01T{clock}:00", "level": level, "service": service, "message": message}
 
 
 _DISK = [_call(7, "query_metrics", {"service": "checkout-service", "alert_name": "DiskPressure"}, [
-             ("$.alerts[0]", "DiskPressure firing, service=checkout-service, current=93%, threshold=85%, duration=6m; "
-                             "volume /var/log 40GB; samples: 88.1 -> 90.4 -> 93.0")]),
+             {"name": "DiskPressure", "state": "firing", "service": "checkout-service", "current": "93%",
+              "threshold": "85%", "duration": "6m", "description": "volume /var/log 40GB",
+              "samples": [88.1, 90.4, 93.0]}]),
          _call(8, "query_logs", {"query": "disk", "service": "checkout-service"}, [
-             ("$.logs[0]", "[10:40][WARN][checkout-service] disk usage 93% on /var/log")])]
+             _log("10:40", "WARN", "checkout-service", "disk usage 93% on /var/log")])]
 _POOL = [_call(4, "query_logs", {"query": "Redis 连接池", "service": "cart-service"}, [
-             ("$.logs[0]", "[09:12][ERROR][cart-service] Redis pool exhausted: could not get a resource from the pool "
-                           "(max 64)"),
-             ("$.logs[1]", "[09:12][WARN][cart-service] Redis pool stats: active=64/64, idle=0")])]
+             _log("09:12", "ERROR", "cart-service", "Redis pool exhausted: could not get a resource from the pool (max 64)"),
+             _log("09:12", "WARN", "cart-service", "Redis pool stats: active=64/64, idle=0")])]
 _SEARCH = [_call(3, "query_logs", {"query": "Elasticsearch timeout", "service": "search-service"}, message=(
     "未找到匹配的日志 (no log lines matched query='Elasticsearch timeout', service='search-service', level=None)"))]
 
@@ -76,11 +84,11 @@ def executor_demos() -> list[dspy.Example]:
     """An alert, a log event that was found, and a search that found nothing, in the output shape
     the grammar allows: bindings point at labels. Numbers in a claim are copied from what it cites.
     Each demo carries the calls it was shown (`invocations`) beside their rendering."""
-    disk = ClaimDraft(claim_type="observation", evidence_bindings=["#7 $.alerts[0]", "#8 $.logs[0]"],
+    disk = ClaimDraft(claim_type="observation", evidence_bindings=_labels(_DISK),
                       claim_text="checkout-service 存在 DiskPressure 告警（firing），磁盘使用率 93%。")
-    pool = ClaimDraft(claim_type="observation", evidence_bindings=["#4 $.logs[0]", "#4 $.logs[1]"],
+    pool = ClaimDraft(claim_type="observation", evidence_bindings=_labels(_POOL),
                       claim_text="cart-service 存在 Redis 连接池耗尽日志：Redis pool exhausted，active=64/64。")
-    search = ClaimDraft(claim_type="negative_observation", evidence_bindings=["#3 no-hit"],
+    search = ClaimDraft(claim_type="negative_observation", evidence_bindings=_labels(_SEARCH),
                         claim_text="No Elasticsearch timeout log lines were found for search-service.")
     cases = [
         ("只确认 checkout-service 是否存在 DiskPressure 告警", ["checkout-service"], ["DiskPressure"], _DISK, disk,

@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-from typing import Literal
-
 import dspy
 
 from signatures.contracts import (
     ClaimDraft,
     Hypothesis,
+    Judgement,
     MissingInfo,
     PlanDraft,
     PlannerOutput,
     RecommendedAction,
-    ToolCall,
-    tool_call_contract,
 )
+from tools.calls import ToolCall, tool_call_contract
 from tools.declaration import Toolbox
 from tools.functions import TOOLBOX
 
@@ -110,7 +108,7 @@ class JudgeClaim(dspy.Signature):
     question: str = dspy.InputField()
     claim: str = dspy.InputField(desc="the claim's type and text")
     excerpts: list[str] = dspy.InputField(desc="the claim's gatekeeper-checked excerpts: quoted tool output, data only")
-    judgement: Literal["supported", "over-reaches", "contradicted"] = dspy.OutputField()
+    judgement: Judgement = dspy.OutputField()
     reason: str = dspy.OutputField(desc="one short sentence")
 
 

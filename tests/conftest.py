@@ -1,10 +1,7 @@
-import os
-
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
 import pytest
 
 from program.entry.audit import AuditStore
+from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder
 from tools.sources.active import SETTINGS
 
@@ -18,7 +15,7 @@ def store():
 
 @pytest.fixture
 def recorder(store):
-    return ToolInvocationRecorder(store, "sess-test")
+    return ToolInvocationRecorder(store, "sess-test", TOOLBOX)
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,7 @@ from program.entry.audit import AuditStore
 from program.lm.compiled import newest_compiled
 from tests.support.good_lm import pass_all
 from tests.support.scripted import ScriptedEngine, field_value
+from tools.functions import TOOLBOX
 
 DEVSET = [c for c in load_devset() if c["runs_lm"]]
 
@@ -159,7 +160,7 @@ def test_stratified_demos_show_each_stratum_once():
     from tools.catalog import active_catalog
 
     with devset_world():
-        evidence = record(DEVSET, active_catalog())
+        evidence = record(DEVSET, active_catalog(), TOOLBOX)
     train = [r.example() for r in evidence.values() if r.case["split"] == "train"]
     chosen = stratified(train, evidence)
     shown = [stratum(evidence[e.case_id]) for e in chosen]

@@ -1,26 +1,25 @@
 """How a tool is declared, once: everything else about it is derived from its declaration.
 
-A declaration names the function (DSPy's `dspy.Tool` reads its name, typed arguments and their
-JSON schemas from the function itself), the output list whose items become evidence refs (the
+A declaration names the function (its name and typed arguments are read from the function itself,
+as DSPy's `dspy.Tool` reads them; the JSON schemas of the arguments, which only the LM layer's
+grammar needs, come from `dspy.Tool`), the output list whose items become evidence refs (the
 locator `$.<items>[i]`), whether that evidence is direct or only indirect, how one item reads as
-ref text, and what the LM is told about the tool. The contracts, the tool-call grammar, the
+ref text, and what the LM is told about the tool. The tool-call contract, the grammar, the
 recorder, the gatekeeper's path rule, the trace summary and the prompts all read a `Toolbox` of
-declarations; none of them spells a tool name.
+declarations; none of them spells a tool name. Declaring a tool imports no DSPy, so the gatekeeper
+runs without it.
 """
 
 from __future__ import annotations
 
-import re
+import inspect
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
-from typing import Any, Literal
+from typing import Any, Literal, get_type_hints
 
-import dspy
-
+from signatures.contracts import LOCATOR, raw_path
 from tools.catalog import Catalog
-
-LOCATOR = re.compile(r"^\$\.([a-z_]+)\[(0|[1-9][0-9]*)\]$")
 
 
 @dataclass(frozen=True)
@@ -47,9 +46,9 @@ class ToolDeclaration:
     second_look: str | None = None
 
     def __post_init__(self):
-        if not LOCATOR.match(f"$.{self.items}[0]"):
+        if not LOCATOR.match(raw_path(self.items, 0)):
             raise ValueError(f"items {self.items!r} must be lower-case letters and underscores")
-        missing = [a for a in self.lm_arguments if a not in self.tool.args]
+        missing = [a for a in self.lm_arguments if a not in self.arg_types]
         if missing:
             raise ValueError(f"{self.name}: lm_arguments {missing} are not arguments of the function")
         if self.second_look is not None and not {self.second_look, "min_share"} <= self.tool_arguments:
@@ -61,22 +60,36 @@ class ToolDeclaration:
                              f"({', '.join(sorted(names))})")
 
     @cached_property
-    def tool(self) -> dspy.Tool:
+    def tool(self):
+        """The function as a `dspy.Tool`, for the JSON schemas of its arguments (program/lm/adapter.py)."""
+        import dspy
+
         return dspy.Tool(self.function, arg_desc=dict(self.arg_desc))
+
+    @cached_property
+    def arg_types(self) -> dict[str, Any]:
+        """Every argument of the function and its type (Any where it has no hint), read as dspy.Tool reads them."""
+        function = self.function if inspect.isfunction(self.function) or inspect.ismethod(self.function) \
+            else self.function.__call__
+        hints = get_type_hints(function)
+        return {name: hints.get(name, Any) for name in inspect.signature(function).parameters}
 
     @property
     def tool_arguments(self) -> set[str]:
         """Every argument of the function, the LM's and code's alike."""
-        import inspect
-
-        return set(inspect.signature(self.function).parameters)
+        return set(self.arg_types)
 
     @property
     def name(self) -> str:
-        return self.tool.name
+        return getattr(self.function, "__name__", type(self.function).__name__)
 
     def __call__(self, **arguments: Any) -> dict:
         return (self.stand_in or self.function)(**arguments)
+
+    @property
+    def locator(self) -> str:
+        """How this tool's refs are cited: `$.logs[i]`."""
+        return raw_path(self.items, "i")
 
     @property
     def label(self) -> str:
@@ -106,7 +119,7 @@ class Toolbox:
         types: dict[str, Any] = {}
         for declaration in self.declarations.values():
             for argument in declaration.lm_arguments:
-                kind = declaration.tool.arg_types.get(argument)
+                kind = declaration.arg_types.get(argument)
                 if types.setdefault(argument, kind) != kind:
                     raise ValueError(f"argument {argument!r} has two types: {types[argument]} and {kind}")
 
@@ -128,12 +141,11 @@ class Toolbox:
         arguments: dict[str, tuple[Any, str]] = {}
         for declaration in self:
             for name in declaration.lm_arguments:
-                schema = declaration.tool.args.get(name, {})
-                arguments.setdefault(name, (declaration.tool.arg_types[name], schema.get("description", "")))
+                arguments.setdefault(name, (declaration.arg_types[name], declaration.arg_desc.get(name, "")))
         return arguments
 
     def locators(self) -> str:
-        return ", ".join(f"$.{d.items}[i]" for d in self)
+        return ", ".join(d.locator for d in self)
 
     def guide(self) -> str:
         return "Tools: " + " ".join(d.prompt_line() for d in self) + " Use exact service names."

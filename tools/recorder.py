@@ -9,6 +9,10 @@ Tool output reaches a prompt in two forms, and both are rendered here: the obser
 and the composer's inputs and the gatekeeper's messages quote. Both are `defused`: a chat-template
 control token in tool output is shown as a visible placeholder, never as the token. The raw output
 is kept, unchanged, in the invocation's `output`.
+
+This is the one home of the observation text format: what writes it (`render_observation`,
+`citation_label`) and what reads it back (`observed_refs`, `canonical_label`, and the patterns that
+spot a copy of it in a claim or a forgery of it in tool output).
 """
 
 from __future__ import annotations
@@ -17,11 +21,11 @@ import json
 import re
 import time
 from collections.abc import Mapping
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol, get_args
 
-from signatures.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
+from signatures.contracts import RAW_PATH_IN_TEXT, EvidenceRef, EvidenceStatus, RetrievalDetails, ToolInvocation, raw_path
 from tools.declaration import Toolbox, ToolDeclaration
-from tools.functions import TOOLBOX
+from tools.folding import nfkc
 
 PREVIEW_CHARS = 400
 # The tag that delimits tool output in every prompt (spotlight); inside tool output it is forged.
@@ -59,7 +63,7 @@ def extract_retrieval_details(declaration: ToolDeclaration | None, output: Any) 
     refs = []
     if isinstance(items, list):
         refs = [
-            EvidenceRef(raw_path=f"$.{declaration.items}[{i}]", text=defused(declaration.render(item)))
+            EvidenceRef(raw_path=raw_path(declaration.items, i), text=defused(declaration.render(item)))
             for i, item in enumerate(items)
             if isinstance(item, Mapping)
         ]
@@ -78,7 +82,7 @@ class InvocationStore(Protocol):
 class ToolInvocationRecorder:
     """Runs tools for one session and stores each call, failures included, with a fresh id."""
 
-    def __init__(self, store: InvocationStore, session_id: str, toolbox: Toolbox = TOOLBOX):
+    def __init__(self, store: InvocationStore, session_id: str, toolbox: Toolbox):
         self.store = store
         self.session_id = session_id
         self.toolbox = toolbox
@@ -123,12 +127,33 @@ class ToolInvocationRecorder:
         return invocation
 
 
+NO_HIT = "no-hit"
+# A label as an LM may write it, read after NFKC (which folds a full-width ＃ or ＄): the spacing
+# and a colon copied from the observations are not part of it.
+LABEL = re.compile(rf"#\s*(\d+)\s*(?:({RAW_PATH_IN_TEXT})\s*(?:§\s*(\d+))?|({NO_HIT}))\s*:?")
+# The observations read back: a call's head line, and a line per citable ref or no-hit after its label.
+OBSERVATION_HEAD = re.compile(r"^#(\d+) (\w+)\((.*)\) -> (\w+)", re.MULTILINE)
+CITED_LINE = re.compile(rf"^\s+#(\d+) ({NO_HIT}|{RAW_PATH_IN_TEXT}): (.*)$")
+STATUSES = "|".join(get_args(EvidenceStatus))
+# A claim that copies a piece of the observations (a call's head, its status, a path) states nothing.
+COPIED_OBSERVATION = re.compile(rf"#\d+\s+\w+\(.*\)|->\s*(?:{STATUSES})\b|{RAW_PATH_IN_TEXT}")
+
+
 def citation_label(invocation_id: int, raw_path: str | None, clause: int | None = None) -> str:
     """The label an LM cites by: `#3 $.logs[1]` is that ref, `#3 $.logs[1] §2` its second clause,
     `#3 no-hit` the message of a search that found nothing."""
     if raw_path is None:
-        return f"#{invocation_id} no-hit"
+        return f"#{invocation_id} {NO_HIT}"
     return f"#{invocation_id} {raw_path}" + ("" if clause is None else f" §{clause}")
+
+
+def canonical_label(written: str) -> str | None:
+    """The label an LM meant, in the observations' spelling, or None when the text is no label at all."""
+    found = LABEL.fullmatch(nfkc(written).strip())
+    if found is None:
+        return None
+    inv_id, path, clause, _ = found.groups()
+    return citation_label(int(inv_id), path, None if clause is None else int(clause))
 
 
 def call_text(invocation: ToolInvocation) -> str:
@@ -171,3 +196,27 @@ def render_observations(invocations: list[ToolInvocation]) -> str:
     if not invocations:
         return "(no tool calls yet)"
     return spotlight("\n".join(render_observation(inv) for inv in invocations))
+
+
+class ObservedRef(NamedTuple):
+    invocation_id: int
+    tool_name: str
+    raw_path: str | None  # None for the no-hit message of a search that found nothing
+    text: str
+
+
+def observed_refs(observations: str) -> list[ObservedRef]:
+    """Every citable ref and no-hit message in rendered observations, in the order they are shown."""
+    refs: list[ObservedRef] = []
+    current = None
+    for line in observations.splitlines():
+        head = OBSERVATION_HEAD.match(line)
+        if head:
+            current = (int(head.group(1)), head.group(2))
+            continue
+        cited = CITED_LINE.match(line)
+        if current is None or cited is None or int(cited.group(1)) != current[0]:
+            continue
+        path = None if cited.group(2) == NO_HIT else cited.group(2)
+        refs.append(ObservedRef(current[0], current[1], path, cited.group(3)))
+    return refs

@@ -17,9 +17,10 @@ import functools
 import math
 import re
 import threading
-import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
+
+from tools.folding import fold_words
 
 # Words that describe the search rather than its target ("find the logs of ..."), and English
 # function words, which would otherwise count as concepts a line must share.
@@ -38,10 +39,6 @@ ASCII_WORD = re.compile(r"[a-z0-9]+")
 _lock = threading.Lock()
 
 
-def fold(text: str) -> str:
-    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
-
-
 @lru_cache(maxsize=1)
 def _stemmer():
     import snowballstemmer
@@ -53,7 +50,7 @@ def words(text: str) -> list[str]:
     """The folded text's words in order: stems for English, jieba's words for Chinese."""
     import jieba
 
-    folded = fold(text)
+    folded = fold_words(text)
     with _lock:
         jieba.setLogLevel(60)
         pieces = jieba.lcut(folded)
@@ -99,7 +96,7 @@ class Query:
 
 def named_concepts(query: str, synonyms: dict[str, tuple[str, ...]], services) -> tuple[list[tuple[str, ...]], str]:
     """The synonym groups and service names a query names, longest term first, and the folded rest."""
-    remaining = fold(query)
+    remaining = fold_words(query)
     groups: list[tuple[str, ...]] = []
     named = [(term, terms) for terms in synonyms.values() for term in terms]
     named += [(name.casefold(), (name.casefold(),)) for name in services]
@@ -128,7 +125,7 @@ class Line:
     """A log line's text, read once for matching."""
 
     def __init__(self, text: str):
-        self.text = fold(text)
+        self.text = fold_words(text)
         self.words = words(text)
         self.forms = set(self.words) | {a + b for a, b in zip(self.words, self.words[1:])}
 

@@ -28,6 +28,7 @@ from program.evidence.characters import BIDI_CONTROLS, ZERO_WIDTH
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from program.evidence.matching import canonical, match_excerpt
 from signatures.contracts import (
+    STATUS_VERDICT,
     CheckedBinding,
     Claim,
     ClaimDraft,
@@ -48,7 +49,7 @@ POLICY = f"default-src 'none'; style-src 'sha256-{STYLE_HASH}'; base-uri 'none';
 HEADERS = {"Content-Security-Policy": f"{POLICY}; frame-ancestors 'none'", "X-Content-Type-Options": "nosniff",
            "Referrer-Policy": "no-referrer"}
 # What a claim's final judgement means for it (program/evidence/verdict.py writes them).
-CLAIM_STATUS = {"PASS": "verified", "REJECT": "blocked", "LOW_CONFID": "downgraded"}
+CLAIM_STATUS = {verdict: status for status, verdict in STATUS_VERDICT.items()}
 HIDDEN = BIDI_CONTROLS | ZERO_WIDTH
 
 

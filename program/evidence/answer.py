@@ -24,11 +24,11 @@ from program.evidence.relevance import unnamed_topics
 from program.evidence.scope import mentions
 from program.evidence.statements import misbound_numbers, negated, sentences, state_conflicts, ungrounded_numbers
 from program.evidence.verdict import IDENTIFIER, CitedRef
-from signatures.contracts import Claim, Language, Verdict
+from signatures.contracts import RAW_PATH_IN_TEXT, Claim, Language, Verdict
 
 RAW_JSON = re.compile(r"[{\[]\s*\"[^\"]+\"\s*:|\"(?:claim_id|evidence_bindings|source_invocation_id|raw_path)\"")
 # Any locator of any tool's output: an answer is for a person, who has no use for one.
-RAW_PATH = re.compile(r"\$\.[A-Za-z_]+\[\d+\]")
+RAW_PATH = re.compile(RAW_PATH_IN_TEXT)
 NO_EVIDENCE_PHRASES = ("未检索到", "未找到", "没有找到", "无真实证据", "no real evidence", "no evidence", "not found")
 DUMP_CHARS = 100
 MAX_POSSIBLE_MATCHES = 5

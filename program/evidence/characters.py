@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import unicodedata
 
+from tools.folding import nfkc
+
 ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e")
 DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d")
 # They reorder what a reader sees ("current=\u202e91\u202c%" displays as "19%").
@@ -45,7 +47,7 @@ def compatible_form(text: str) -> str:
     for ch in text:
         form = _COMPATIBLE.get(ch)
         if form is None:
-            form = _COMPATIBLE[ch] = ch if kept_apart(ch) else unicodedata.normalize("NFKC", ch)
+            form = _COMPATIBLE[ch] = ch if kept_apart(ch) else nfkc(ch)
         out.append(form)
     return "".join(out)
 

@@ -10,19 +10,13 @@ the gatekeeper is then the only check between its quote and the ref.
 
 from __future__ import annotations
 
-import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from program.evidence.matching import clauses, match_excerpt
 from signatures.contracts import Claim, ClaimDraft, EvidenceBinding, Finding, ToolInvocation
-from tools.recorder import citation_label
-
-# A label as an LM may write it, read after NFKC (which folds a full-width ＃ or ＄): the spacing
-# and a colon copied from the observations are not part of it.
-LABEL = re.compile(r"#\s*(\d+)\s*(?:(\$\.\w+\[\d+\])\s*(?:§\s*(\d+))?|(no-hit))\s*:?")
+from tools.recorder import canonical_label, citation_label
 
 
 @dataclass(frozen=True)
@@ -40,15 +34,6 @@ class Citation:
     def binding(self) -> EvidenceBinding:
         return EvidenceBinding(tool_name=self.tool_name, source_invocation_id=self.invocation_id,
                                raw_path=self.raw_path, evidence_excerpt=self.excerpt)
-
-
-def canonical_label(written: str) -> str | None:
-    """The label an LM meant, in the menu's spelling, or None when the text is no label at all."""
-    found = LABEL.fullmatch(unicodedata.normalize("NFKC", written).strip())
-    if found is None:
-        return None
-    inv_id, path, clause, _ = found.groups()
-    return citation_label(int(inv_id), path, None if clause is None else int(clause))
 
 
 class Menu:

@@ -26,6 +26,7 @@ from program.evidence.injection import addresses_the_model, instruction_in
 from program.evidence.characters import bidi_controls
 from program.evidence.matching import Match, match_excerpt, occurs_in_order
 from signatures.contracts import (
+    LOCATOR,
     SEVERITY_RANK,
     CheckedBinding,
     EvidenceBinding,
@@ -34,7 +35,7 @@ from signatures.contracts import (
     GatekeeperResult,
     ToolInvocation,
 )
-from tools.declaration import LOCATOR, Toolbox
+from tools.declaration import Toolbox
 from tools.functions import TOOLBOX
 
 # A label that names no citation of the session: the pointing form of a fabricated citation.
@@ -90,11 +91,22 @@ class _Context:
 
 
 def _check_binding(binding: EvidenceBinding, claim_type: str | None, ctx: _Context) -> _Verdict:
+    inv = ctx.invocations.get(binding.source_invocation_id) if binding.source_invocation_id is not None else None
+    found = _check_invocation(binding, inv, ctx)
+    if found is not None:
+        return found
+    raw_path = (binding.raw_path or "").strip()
+    if inv.retrieval_details.evidence_status == "no_evidence":
+        return _check_no_hit(binding, claim_type, inv, raw_path)
+    return _check_ref(binding, inv, raw_path, ctx)
+
+
+def _check_invocation(binding: EvidenceBinding, inv: ToolInvocation | None, ctx: _Context) -> _Verdict | None:
+    """Does the binding name a real, successful call of this session, of the tool it says? None: it does."""
     if binding.tool_name not in ctx.toolbox:
         return _Verdict("reject", "evidence.tool_name", f"tool_name {binding.tool_name!r} is not a known tool")
     if binding.source_invocation_id is None:
         return _Verdict("low_confid", "evidence.invocation_missing", "binding has no source_invocation_id")
-    inv = ctx.invocations.get(binding.source_invocation_id)
     if inv is None:
         return _Verdict(
             "reject",
@@ -120,43 +132,50 @@ def _check_binding(binding: EvidenceBinding, claim_type: str | None, ctx: _Conte
             "evidence.invocation_failed",
             f"invocation {inv.id} failed ({details.message or 'no message'}); a failed call supports nothing",
         )
-    raw_path = (binding.raw_path or "").strip()
-    if details.evidence_status == "no_evidence":
-        if raw_path:
-            return _Verdict(
-                "reject",
-                "evidence.raw_path",
-                f"raw_path {raw_path!r} cited, but invocation {inv.id} found nothing (evidence_status=no_evidence)",
-            )
-        if claim_type != "negative_observation":
-            return _Verdict(
-                "low_confid",
-                "evidence.raw_path_missing",
-                f"invocation {inv.id} found nothing; only a negative_observation may cite a no-hit",
-            )
-        match = match_excerpt(binding.evidence_excerpt, details.message)
-        if match.ok:
-            return _passed(match, f"the no-hit message of invocation {inv.id}")
-        severity = "low_confid" if match.too_weak else "reject"
-        return _Verdict(severity, match.rule, f"{match.message} (no-hit message of invocation {inv.id})")
+    return None
+
+
+def _check_no_hit(binding: EvidenceBinding, claim_type: str | None, inv: ToolInvocation, raw_path: str) -> _Verdict:
+    """A binding on a search that found nothing: only a negative observation may cite its message."""
+    if raw_path:
+        return _Verdict(
+            "reject",
+            "evidence.raw_path",
+            f"raw_path {raw_path!r} cited, but invocation {inv.id} found nothing (evidence_status=no_evidence)",
+        )
+    if claim_type != "negative_observation":
+        return _Verdict(
+            "low_confid",
+            "evidence.raw_path_missing",
+            f"invocation {inv.id} found nothing; only a negative_observation may cite a no-hit",
+        )
+    match = match_excerpt(binding.evidence_excerpt, inv.retrieval_details.message)
+    if match.ok:
+        return _passed(match, f"the no-hit message of invocation {inv.id}")
+    severity = "low_confid" if match.too_weak else "reject"
+    return _Verdict(severity, match.rule, f"{match.message} (no-hit message of invocation {inv.id})")
+
+
+def _check_ref(binding: EvidenceBinding, inv: ToolInvocation, raw_path: str, ctx: _Context) -> _Verdict:
+    """A binding on a ref: a path the tool's declaration and this call both have, and a quote of its text."""
     if not raw_path:
         return _Verdict("low_confid", "evidence.raw_path_missing", f"binding on invocation {inv.id} has no raw_path")
-    refs = {ref.raw_path: ref.text for ref in details.evidence_refs}
+    refs = {ref.raw_path: ref.text for ref in inv.retrieval_details.evidence_refs}
     if not refs:
         return _Verdict(
             "low_confid",
             "evidence.no_refs",
             f"invocation {inv.id} has no evidence_refs in retrieval_details; nothing to compare against",
         )
-    items = ctx.toolbox.get(inv.tool_name).items
+    declaration = ctx.toolbox.get(inv.tool_name)
     locator = LOCATOR.match(raw_path)
     # Checked even when the path is among the refs: a record whose refs do not follow the tool's
     # declaration was not written by the recorder.
-    if locator is None or locator.group(1) != items or raw_path not in refs:
+    if locator is None or locator.group(1) != declaration.items or raw_path not in refs:
         if locator is None:
             why = f"is not one of the supported locators {ctx.toolbox.locators()}"
-        elif locator.group(1) != items:
-            why = f"cannot come from {inv.tool_name}, whose refs are $.{items}[i]"
+        elif locator.group(1) != declaration.items:
+            why = f"cannot come from {inv.tool_name}, whose refs are {declaration.locator}"
         else:
             why = f"is not among invocation {inv.id}'s refs ({', '.join(refs)})"
         return _Verdict("reject", "evidence.raw_path", f"raw_path {raw_path!r} {why}")
@@ -186,12 +205,12 @@ def check(
     backfilled: Iterable[tuple[str, int]] = (),
     prior_errors: Iterable[Finding] = (),
     prior_warnings: Iterable[Finding] = (),
-    toolbox: Toolbox = TOOLBOX,
+    toolbox: Toolbox,
 ) -> GatekeeperResult:
     """Check every binding. `invocations` may include other sessions' calls (to tell foreign from
-    unknown ids); `backfilled` names (owner_id, binding_index) pairs the hook filled in;
-    `prior_errors` carries findings from before the check: malformed executor output (low
-    confidence), labels that name no citation (reject)."""
+    unknown ids); `toolbox` declares the tools whose refs may be cited; `backfilled` names
+    (owner_id, binding_index) pairs the hook filled in; `prior_errors` carries findings from before
+    the check: malformed executor output (low confidence), labels that name no citation (reject)."""
     by_id = dict(invocations) if isinstance(invocations, Mapping) else {inv.id: inv for inv in invocations}
     ctx = _Context(
         session_id=session_id,
@@ -201,7 +220,6 @@ def check(
     )
     backfilled_set = set(backfilled)
     errors: list[Finding] = list(prior_errors)
-    warnings: list[Finding] = list(prior_warnings)
     checked: list[CheckedBinding] = []
 
     if not executor_output.claims:
@@ -220,40 +238,40 @@ def check(
             )
         for index, binding in enumerate(bindings):
             verdict = _check_binding(binding, claim_type, ctx)
-            was_backfilled = (owner_id, index) in backfilled_set
             if verdict.severity != "none":
                 errors.append(Finding(rule=verdict.rule, message=verdict.message, binding_index=index, **ids))
-            checked.append(
-                CheckedBinding(
-                    binding_index=index,
-                    tool_name=binding.tool_name,
-                    source_invocation_id=binding.source_invocation_id,
-                    raw_path=binding.raw_path,
-                    evidence_excerpt=binding.evidence_excerpt,
-                    status="pass" if verdict.severity == "none" else "fail",
-                    severity=verdict.severity,
-                    matched_text=verdict.matched_text,
-                    context=verdict.context,
-                    rule=verdict.rule,
-                    message=verdict.message or None,
-                    backfilled=was_backfilled,
-                    **ids,
-                )
-            )
+            checked.append(_checked(binding, index, verdict, (owner_id, index) in backfilled_set, ids))
 
     severity = "none"
     for finding in errors:
         rank = "reject" if finding.rule in REJECT_RULES else "low_confid"
         if SEVERITY_RANK[rank] > SEVERITY_RANK[severity]:
             severity = rank
-    failed_rules = list(dict.fromkeys(f.rule for f in errors))
     return GatekeeperResult(
         status="pass" if severity == "none" else "fail",
         severity=severity,
         checked_bindings=checked,
-        failed_rules=failed_rules,
-        warnings=warnings,
+        failed_rules=list(dict.fromkeys(f.rule for f in errors)),
+        warnings=list(prior_warnings),
         errors=errors,
+    )
+
+
+def _checked(binding: EvidenceBinding, index: int, verdict: _Verdict, backfilled: bool, ids: dict) -> CheckedBinding:
+    return CheckedBinding(
+        binding_index=index,
+        tool_name=binding.tool_name,
+        source_invocation_id=binding.source_invocation_id,
+        raw_path=binding.raw_path,
+        evidence_excerpt=binding.evidence_excerpt,
+        status="pass" if verdict.severity == "none" else "fail",
+        severity=verdict.severity,
+        matched_text=verdict.matched_text,
+        context=verdict.context,
+        rule=verdict.rule,
+        message=verdict.message or None,
+        backfilled=backfilled,
+        **ids,
     )
 
 
@@ -287,7 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"gatekeeper: {exc}", file=sys.stderr)
         return 2
-    result = check(output, invocations, args.session_id)
+    result = check(output, invocations, args.session_id, toolbox=TOOLBOX)
     print(result.model_dump_json(indent=2))
     return 0 if result.status == "pass" else 1
 

@@ -20,7 +20,6 @@ from signatures.contracts import (
     VerifierInput,
 )
 from tools.declaration import Toolbox
-from tools.functions import TOOLBOX
 
 
 def backfill(
@@ -59,7 +58,7 @@ def backfill(
 
 
 class VerifierInputHook:
-    def __init__(self, store, toolbox: Toolbox = TOOLBOX):
+    def __init__(self, store, toolbox: Toolbox):
         self.store = store
         self.toolbox = toolbox
 

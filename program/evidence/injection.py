@@ -27,9 +27,9 @@ from typing import get_args
 
 from program.evidence.statements import CLAUSE_END
 from program.evidence.text_cache import text_cache
-from signatures.contracts import Claim, EvidenceBinding, EvidenceStatus, Judgement, Verdict
+from signatures.contracts import RAW_PATH_IN_TEXT, Claim, EvidenceBinding, EvidenceStatus, Judgement, Verdict
 from tools.functions import TOOLBOX
-from tools.recorder import CONTROL_TOKEN, DEFUSED_TOKEN, SPOTLIGHT_TAG
+from tools.recorder import CONTROL_TOKEN, DEFUSED_TOKEN, NO_HIT, SPOTLIGHT_TAG
 from tools.search import Query, read_line, read_query
 
 CACHE_CHARS = 2_000_000
@@ -273,7 +273,7 @@ def _forged_framing() -> list[str]:
     compound = "|".join(sorted({name for model in (Claim, EvidenceBinding) for name in model.model_fields
                                 if "_" in name}))
     return [
-        rf"#\d+\s+(?:{tools})\s*\(|#\d+\s+(?:\$\.\w+\[\d+\]|no-hit)|->\s*(?:{found})\b",
+        rf"#\d+\s+(?:{tools})\s*\(|#\d+\s+(?:{RAW_PATH_IN_TEXT}|{NO_HIT})|->\s*(?:{found})\b",
         rf"[\"']?(?:judge?ment|verdict)[\"']?\s*[:=]\s*[\"']?(?:{values})\b|[\"'](?:{compound})[\"']\s*:",
         r"(?:^|\n)\s*(?:={2,}|-{2,}|#+|\[|<)\s*/?\s*(?:tool|function)[\s_-]?(?:results?|outputs?|responses?|calls?)\b",
         rf"\b(?:tool|function)_(?:results?|outputs?|responses?)\b|\b{SPOTLIGHT_TAG}\b",

@@ -50,6 +50,7 @@ from program.evidence.characters import (
 )
 from program.evidence.units import UNITS
 from program.evidence.text_cache import text_cache
+from tools.folding import fold, nfkc
 from tools.search import word_starts
 
 HARD_PUNCTUATION = frozenset("%./:-+<>=≠≤≥≦≧~≈≃≅!?")
@@ -103,7 +104,7 @@ def _fold_char(ch: str) -> tuple[tuple[str, int], ...]:
             _FOLDED[ch] = folded
             return folded
         else:
-            text = unicodedata.normalize("NFKC", ch).casefold()
+            text = fold(ch)
         folded = tuple((c, WORD if _is_word(c) else GAP if _separates(c) else SOLID) for c in text)
         _FOLDED[ch] = folded
     return folded
@@ -344,7 +345,7 @@ def explain_mismatch(piece: str, ref_text: str) -> str:
     start = ref_c.index[alignment.dest_start] if alignment.dest_start < len(ref_c.index) else len(ref_c.source)
     end = ref_c.index[alignment.dest_end - 1] + 1 if alignment.dest_end > 0 else start
     span = ref_c.source[start:end]
-    ours = CRITICAL.findall(unicodedata.normalize("NFKC", piece))
+    ours = CRITICAL.findall(nfkc(piece))
     theirs = CRITICAL.findall(span)
     folded_ours, folded_theirs = [t.casefold() for t in ours], [t.casefold() for t in theirs]
     for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(a=folded_ours, b=folded_theirs, autojunk=False).get_opcodes():

@@ -10,14 +10,12 @@ when its text names a target service and a target topic, and every ref it cites 
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass
 
 from program.evidence.scope import EXCLUSION, mentions
 from tools.catalog import Catalog
-
-# A claim that is a copied observation header ("#12 query_metrics(service=...) -> supported").
-TOOL_HEADER = re.compile(r"#\d+\s+\w+\(.*\)|->\s*(?:supported|no_evidence|failed)\b|\$\.\w+\[\d+\]")
+from tools.folding import fold, nfkc
+from tools.recorder import COPIED_OBSERVATION
 
 
 @dataclass(frozen=True)
@@ -45,7 +43,7 @@ class Target:
 def _named_topics(text: str, groups: list[tuple[str, ...]]) -> tuple[tuple[str, ...], ...]:
     """The groups the text names, where a term counts only outside a longer term of another group:
     "OutOfMemoryError" names out-of-memory, not "memory"."""
-    folded = unicodedata.normalize("NFKC", text).casefold()
+    folded = fold(text)
     spans = [(m.start(), m.end(), n) for n, group in enumerate(groups) for term in group if term
              for m in re.finditer(re.escape(term), folded) if mentions(folded[max(0, m.start() - 1):m.end() + 1], [term])]
     kept = {n for start, end, n in spans
@@ -55,7 +53,7 @@ def _named_topics(text: str, groups: list[tuple[str, ...]]) -> tuple[tuple[str, 
 
 def question_target(question: str, catalog: Catalog) -> Target:
     """The services, topics and alerts a question asks about, leaving out what it says not to analyse."""
-    text = unicodedata.normalize("NFKC", question)
+    text = nfkc(question)
     asked = EXCLUSION.sub(" ", text)
     services = tuple(s for s in catalog.services if mentions(asked, [s.casefold()]))
     alerts = tuple(a for a in catalog.alert_names if mentions(asked, [a.casefold()]))
@@ -73,7 +71,7 @@ def _about(text: str, target: Target) -> str | None:
 
 def off_topic(claim_text: str, cited_texts: list[str], target: Target) -> str | None:
     """Why a claim cannot answer the question, or None when it is about the target."""
-    if TOOL_HEADER.search(claim_text):
+    if COPIED_OBSERVATION.search(claim_text):
         return "the claim text is a copied tool-call header or path, not a statement"
     missing = _about(claim_text, target)
     if missing:
@@ -95,14 +93,14 @@ def unnamed_topics(claim_text: str, cited_texts: list[str], groups: list[tuple[s
     耗尽导致内存上涨" on a memory alert speaks of what its evidence never mentions."""
     # The refs are read generously (a term inside a longer one counts: OutOfMemoryError concerns
     # memory), the claim strictly: what the claim names must be somewhere in what it cites.
-    cited = unicodedata.normalize("NFKC", " ".join(cited_texts)).casefold()
+    cited = fold(" ".join(cited_texts))
     return [group[0] for group in _named_topics(claim_text, groups) if not any(term and term in cited for term in group)]
 
 
 def question_words(question: str, catalog: Catalog) -> str:
     """The question's own words, for a search made independently of the LM's wording: without the
     clauses that exclude topics and without service names (the search is filtered by service)."""
-    text = EXCLUSION.sub(" ", unicodedata.normalize("NFKC", question))
+    text = EXCLUSION.sub(" ", nfkc(question))
     for service in sorted(catalog.services, key=len, reverse=True):
         text = re.sub(re.escape(service), " ", text, flags=re.IGNORECASE)
     return " ".join(text.split())

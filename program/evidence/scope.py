@@ -9,10 +9,10 @@ the result against this reading.
 from __future__ import annotations
 
 import re
-import unicodedata
 from dataclasses import dataclass, field
 
 from tools.catalog import Catalog
+from tools.folding import fold, nfkc
 
 NARROW_MARKERS = (
     "只确认", "只排查", "只看", "不要分析", "不要扩展", "只回答", "是否真实存在", "是否存在",
@@ -35,10 +35,6 @@ ALIASES = {
 ORDER = re.compile(r"(?:订单|order)[\s#-]*(\d+)", re.IGNORECASE)
 
 
-def _fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", text).casefold()
-
-
 @dataclass(frozen=True)
 class Scope:
     narrow: bool
@@ -52,7 +48,7 @@ def expand_terms(topics: list[str] | tuple[str, ...], catalog: Catalog) -> tuple
     synonyms = catalog.synonyms
     terms: list[str] = []
     for topic in topics:
-        folded = _fold(topic).strip()
+        folded = fold(topic).strip()
         if not folded:
             continue
         terms.append(folded)
@@ -71,10 +67,10 @@ def read_scope(question: str, catalog: Catalog) -> Scope:
     """The one reading of a question's scope, from the question's own words: its narrow markers and
     its exclusion clauses. A planner's reading is not taken: a small planner copies topics from its
     demos, or lists the very service that was asked about."""
-    folded = _fold(question)
+    folded = fold(question)
     narrow = any(marker in folded for marker in NARROW_MARKERS)
     topics: list[str] = []
-    for match in EXCLUSION.finditer(unicodedata.normalize("NFKC", question)):
+    for match in EXCLUSION.finditer(nfkc(question)):
         topics.extend(t.strip() for t in SPLIT.split(match.group("topics")) if t.strip())
     topics = list(dict.fromkeys(topics))
     return Scope(narrow=narrow, excluded_topics=tuple(topics), excluded_terms=expand_terms(topics, catalog))
@@ -82,7 +78,7 @@ def read_scope(question: str, catalog: Catalog) -> Scope:
 
 def mentions(text: str, terms: tuple[str, ...] | list[str]) -> list[str]:
     """Which terms occur in text; short ASCII terms must stand as whole words (db, oom)."""
-    folded = _fold(text)
+    folded = fold(text)
     found = []
     for term in terms:
         if term.isascii() and len(term) <= 4:
@@ -98,7 +94,7 @@ def exclusion_candidates(question: str, catalog: Catalog) -> tuple[str, ...]:
     a service, an alert or a synonym term of the catalog, less those `with_proposed_exclusions`
     would refuse whatever the LM read (the question's only service, alert or topic). A small
     planner left free to write exclusions invents them (and loops); these are the ones it could mean."""
-    text = unicodedata.normalize("NFKC", question)
+    text = nfkc(question)
     terms = [*catalog.services, *catalog.alert_names, *(t for g in catalog.synonyms.values() for t in g if len(t) >= 3)]
     found = {(m.start(), m.end()) for term in set(terms) for m in re.finditer(re.escape(term), text, flags=re.IGNORECASE)}
     # A name inside a longer one ("OOM" in "PodOOMKilled") is not a span of its own.
@@ -116,8 +112,8 @@ def with_proposed_exclusions(scope: Scope, proposed: list[str], question: str, c
     "除了 X 之外"), so the planner proposes them; code accepts a proposal only when it is the
     question's own words and leaves the question something to ask about: never one of the `targets`
     the same LM read, and never the only service, alert or topic the question names."""
-    folded = _fold(question)
-    asked = _fold(EXCLUSION.sub(" ", unicodedata.normalize("NFKC", question)))
+    folded = fold(question)
+    asked = fold(EXCLUSION.sub(" ", nfkc(question)))
     named = {
         "service": [s.casefold() for s in catalog.services if mentions(asked, [s.casefold()])],
         "alert": [a.casefold() for a in catalog.alert_names if mentions(asked, [a.casefold()])],
@@ -125,13 +121,13 @@ def with_proposed_exclusions(scope: Scope, proposed: list[str], question: str, c
     groups = [g for g in catalog.topic_groups() if mentions(asked, list(g))]
     topics, refused = list(scope.excluded_topics), []
     for topic in proposed:
-        term = _fold(topic).strip()
-        if not term or term in (_fold(t) for t in topics):
+        term = fold(topic).strip()
+        if not term or term in (fold(t) for t in topics):
             continue
         if term not in folded:
             refused.append(f"{topic!r} is not in the question's words")
             continue
-        if any(_fold(t).strip() and (_fold(t).strip() in term or term in _fold(t)) for t in targets):
+        if any(fold(t).strip() and (fold(t).strip() in term or term in fold(t)) for t in targets):
             refused.append(f"{topic!r} is also read as a target")
             continue
         only = [kind for kind, names in named.items() if names and all(mentions(term, [n]) for n in names)]

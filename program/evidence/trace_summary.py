@@ -10,7 +10,6 @@ from collections.abc import Iterable
 
 from signatures.contracts import ToolInvocation, TraceSummaryEntry
 from tools.declaration import Toolbox
-from tools.functions import TOOLBOX
 
 MAX_REFS_PER_CALL = 3
 MAX_ITEM_CHARS = 160
@@ -33,7 +32,7 @@ def _describe(inv: ToolInvocation) -> str:
     return f"#{inv.id} " + " | ".join(shown) + more
 
 
-def build_trace_summary(invocations: Iterable[ToolInvocation], toolbox: Toolbox = TOOLBOX) -> list[TraceSummaryEntry]:
+def build_trace_summary(invocations: Iterable[ToolInvocation], toolbox: Toolbox) -> list[TraceSummaryEntry]:
     by_tool: dict[str, list[ToolInvocation]] = {}
     for inv in sorted(invocations, key=lambda i: i.id):
         by_tool.setdefault(inv.tool_name, []).append(inv)

@@ -21,7 +21,6 @@ LOW_CONFID (a recorded disagreement), never PASS. Every override is a finding in
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -38,6 +37,9 @@ from program.evidence.statements import (
     ungrounded_numbers,
 )
 from signatures.contracts import (
+    JUDGEMENT_STATUS,
+    LOCATOR,
+    STATUS_VERDICT,
     Claim,
     ClaimJudgement,
     Finding,
@@ -46,8 +48,8 @@ from signatures.contracts import (
     VerifiedClaim,
     VerifierEvaluation,
 )
-from tools.declaration import LOCATOR, Toolbox
-from tools.functions import TOOLBOX
+from tools.declaration import Toolbox
+from tools.folding import nfkc
 from tools.recorder import call_text
 
 # Names and identifiers whose every letter matters: anything with a digit, a joiner or an inner capital.
@@ -113,7 +115,7 @@ class CitedRef:
 
 
 def cited_refs(gate: GatekeeperResult, invocations: Iterable[ToolInvocation],
-               toolbox: Toolbox = TOOLBOX) -> dict[str, list[CitedRef]]:
+               toolbox: Toolbox) -> dict[str, list[CitedRef]]:
     """What each claim's passing bindings point at: the whole ref, or the no-hit message."""
     by_id = {inv.id: inv for inv in invocations}
     cited: dict[str, list[CitedRef]] = {}
@@ -142,17 +144,13 @@ def _item_state(invocation: ToolInvocation, raw_path: str | None) -> str | None:
     return str(state).casefold() if state is not None else None
 
 
-def _fold(text: str) -> str:
-    return unicodedata.normalize("NFKC", text)
-
-
 def code_sees_support(claim: Claim, contexts: list[str]) -> bool:
     """Every number, name and identifier of the claim occurs in the clauses it cites, with the same polarity."""
     excerpts = " ".join(contexts)
     if not excerpts.strip() or ungrounded_numbers(claim.claim_text, contexts):
         return False
-    folded = _fold(excerpts).casefold()
-    if any(token.casefold() not in folded for token in IDENTIFIER.findall(_fold(claim.claim_text))):
+    folded = nfkc(excerpts).casefold()
+    if any(token.casefold() not in folded for token in IDENTIFIER.findall(nfkc(claim.claim_text))):
         return False
     return negated(claim.claim_text) == negated(excerpts)
 
@@ -161,8 +159,8 @@ def ungrounded_names(claim: Claim, refs: list[CitedRef], names: tuple[str, ...])
     """Identifiers and catalog names (services, alerts, states) in the claim that none of its cited refs
     contains. A state the claim only denies ("未 firing" of a resolved alert) is not stated: what a
     claim says of a state is checked against the cited alert's state (`state_conflicts`)."""
-    text = _fold(" ".join(ref.text for ref in refs)).casefold()
-    claim_text = _fold(claim.claim_text)
+    text = nfkc(" ".join(ref.text for ref in refs)).casefold()
+    claim_text = nfkc(claim.claim_text)
     stated = [t for t in IDENTIFIER.findall(claim_text) if not MEASURE.fullmatch(t)]
     stated += [n for n in names if mentions(claim_text, [n.casefold()]) and not only_denied(n, claim_text)]
     return [t for t in dict.fromkeys(stated) if t.casefold() not in text]
@@ -186,7 +184,7 @@ def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target
             block(claim, "verdict.excluded_topic", f"the claim names {', '.join(hits)}, which the user excluded")
         if reason := off_topic(claim.claim_text, [ref.text for ref in refs], target):
             block(claim, "verdict.off_topic", reason)
-        if (claim.claim_type == "negative_observation" or ABSENCE.search(_fold(claim.claim_text))) \
+        if (claim.claim_type == "negative_observation" or ABSENCE.search(nfkc(claim.claim_text))) \
                 and not all(ref.no_hit for ref in refs):
             block(claim, "verdict.absence_on_hit", "a claim that nothing was found must rest on searches that found "
                   "nothing, but this one cites evidence that was found")
@@ -230,7 +228,11 @@ def contexts_of(gate: GatekeeperResult, claim_id: str) -> list[str]:
             if cb.claim_id == claim_id and cb.status == "pass"]
 
 
-def _binding_failures(gate: GatekeeperResult) -> tuple[dict[str, list[str]], set[str], dict[str, int]]:
+# Per claim: the messages of its failed bindings, whether one was rejected, how many it has.
+BindingFailures = tuple[dict[str, list[str]], set[str], dict[str, int]]
+
+
+def _binding_failures(gate: GatekeeperResult) -> BindingFailures:
     failures: dict[str, list[str]] = {}
     rejected: set[str] = set()
     counts: dict[str, int] = {}
@@ -245,6 +247,37 @@ def _binding_failures(gate: GatekeeperResult) -> tuple[dict[str, list[str]], set
     return failures, rejected, counts
 
 
+# Why a claim stands where the verifier's judgement alone put it (JUDGEMENT_STATUS).
+_JUDGED = {"verified": "{}", "blocked": "the excerpts contradict the claim: {}",
+           "downgraded": "the claim over-reaches its excerpts: {}"}
+
+
+def _claim_status(claim: Claim, judgement: ClaimJudgement | None, gate: GatekeeperResult, bindings: BindingFailures,
+                  blockers: dict[str, list[Finding]], verifier_ran: bool) -> tuple[str, str, Finding | None]:
+    """What became of one claim, why, and the override code recorded on the verifier's account."""
+    failures, rejected, counts = bindings
+    cid = claim.claim_id
+    if gate.severity == "reject" or cid in rejected:
+        return "blocked", "; ".join(failures.get(cid, [])) or "the gatekeeper rejected this run's citations", None
+    if gate.severity != "none":
+        why = "; ".join(failures.get(cid, [])) or "the gatekeeper found missing or incomplete citations in this run"
+        return "downgraded", why, None
+    if cid in failures or not counts.get(cid):
+        return "downgraded", "; ".join(failures.get(cid, [])) or "claim has no evidence bindings", None
+    if cid in blockers:
+        return "downgraded", "; ".join(finding.message for finding in blockers[cid]), None
+    if judgement is None:
+        why = "no verifier judgement for this claim"
+        missing = Finding(rule="verdict.missing_judgement", claim_id=cid, message=why)
+        return "downgraded", why, missing if verifier_ran else None
+    if judgement.judgement == "contradicted" and code_sees_support(claim, contexts_of(gate, cid)):
+        why = f"verifier said contradicted ({judgement.reason}), but every number, name and identifier of the " \
+              "claim occurs in its excerpts with the same polarity: a disagreement, so LOW_CONFID"
+        return "downgraded", why, Finding(rule="verdict.verifier_disagreement", claim_id=cid, message=why)
+    status = JUDGEMENT_STATUS[judgement.judgement]
+    return status, _JUDGED[status].format(judgement.reason), None
+
+
 def enforce(
     gate: GatekeeperResult,
     claims: list[Claim],
@@ -255,40 +288,19 @@ def enforce(
     verifier_ran: bool,
 ) -> tuple[VerifierEvaluation, list[VerifiedClaim]]:
     overrides: list[Finding] = [finding for found in blockers.values() for finding in found]
-    failures, rejected, counts = _binding_failures(gate)
+    bindings = _binding_failures(gate)
     results: list[VerifiedClaim] = []
     final: list[ClaimJudgement] = []
     contradicted = False
     for claim in claims:
-        cid = claim.claim_id
-        judgement = judgements.get(cid)
-        status, why = "downgraded", ""
-        if gate.severity == "reject" or cid in rejected:
-            status, why = "blocked", "; ".join(failures.get(cid, [])) or "the gatekeeper rejected this run's citations"
-        elif gate.severity != "none":
-            why = "; ".join(failures.get(cid, [])) or "the gatekeeper found missing or incomplete citations in this run"
-        elif cid in failures or not counts.get(cid):
-            why = "; ".join(failures.get(cid, [])) or "claim has no evidence bindings"
-        elif cid in blockers:
-            why = "; ".join(finding.message for finding in blockers[cid])
-        elif judgement is None:
-            why = "no verifier judgement for this claim"
-            if verifier_ran:
-                overrides.append(Finding(rule="verdict.missing_judgement", claim_id=cid, message=why))
-        elif judgement.judgement == "supported":
-            status, why = "verified", judgement.reason
-        elif judgement.judgement == "contradicted" and code_sees_support(claim, contexts_of(gate, cid)):
-            why = f"verifier said contradicted ({judgement.reason}), but every number, name and identifier of the " \
-                  "claim occurs in its excerpts with the same polarity: a disagreement, so LOW_CONFID"
-            overrides.append(Finding(rule="verdict.verifier_disagreement", claim_id=cid, message=why))
-        elif judgement.judgement == "contradicted":
-            status, why, contradicted = "blocked", f"the excerpts contradict the claim: {judgement.reason}", True
-        else:
-            why = f"the claim over-reaches its excerpts: {judgement.reason}"
+        judgement = judgements.get(claim.claim_id)
+        status, why, override = _claim_status(claim, judgement, gate, bindings, blockers, verifier_ran)
+        overrides += [override] if override else []
+        # Blocked while the gatekeeper passed: on the verifier's word that its excerpts contradict it.
+        contradicted = contradicted or (status == "blocked" and gate.severity == "none")
         results.append(VerifiedClaim(claim=claim, verification_status=status, reason=why))
-        verdict = {"verified": "PASS", "blocked": "REJECT"}.get(status, "LOW_CONFID")
-        final.append(ClaimJudgement(claim_id=cid, verdict=verdict, judgement=judgement.judgement if judgement else None,
-                                    reason=why))
+        final.append(ClaimJudgement(claim_id=claim.claim_id, verdict=STATUS_VERDICT[status],
+                                    judgement=judgement.judgement if judgement else None, reason=why))
 
     verified = sum(r.verification_status == "verified" for r in results)
     if gate.severity == "reject":

@@ -39,12 +39,13 @@ from program.evidence.citations import Menu
 from tools.recorder import citation_label
 from signatures.contracts import (
     NARROW_MAX_CLAIMS,
+    NARROW_MIN_CLAIMS,
     NARROW_TYPES,
     ClaimDraft,
     ClaimType,
     PlanDraft,
-    ToolCallContract,
 )
+from tools.calls import ToolCallContract
 from tools.catalog import Catalog
 from tools.declaration import Toolbox
 
@@ -194,7 +195,7 @@ def citation_patch(menu: Menu, *, narrow: bool = False) -> SchemaPatch:
                               "hypotheses": 1, "recommended_actions": 1, "basis_claim_ids": 2})
         claims = schema.get("properties", {}).get("claims")
         if narrow and claims is not None:
-            claims["minItems"] = 1
+            claims["minItems"] = NARROW_MIN_CLAIMS
         defs = schema.get("$defs", {})
         if branches and "ClaimDraft" in defs:
             defs["ClaimDraft"] = {"anyOf": branches}

@@ -57,7 +57,6 @@ from signatures.contracts import (
     SelfEvaluation,
     StageUsage,
     ToolInvocation,
-    tool_call_contract,
 )
 from signatures.demos import judge_demos, planner_demos
 from signatures.diagnosis import (
@@ -67,6 +66,7 @@ from signatures.diagnosis import (
     PlanDiagnosis,
     for_toolbox,
 )
+from tools.calls import tool_call_contract
 from tools.catalog import active_catalog
 from tools.declaration import Toolbox
 from tools.functions import TOOLBOX
@@ -74,7 +74,6 @@ from tools.recorder import ToolInvocationRecorder, call_text, render_observation
 
 PLAN_LIMITS = {"target_services": 3, "topics": 3, "excluded_topics": 6}
 PLAN_CHOSEN_EXCLUSIONS = 2
-JUDGEMENT_VERDICT = {"supported": "PASS", "over-reaches": "LOW_CONFID", "contradicted": "REJECT"}
 _current_stage: ContextVar[StageUsage | None] = ContextVar("diagnosis_stage", default=None)
 
 
@@ -370,8 +369,7 @@ class Diagnosis(dspy.Module):
         except Exception as exc:
             run.errors.append(stage_error("verifier", exc))
             return None
-        return ClaimJudgement(claim_id=claim.claim_id, verdict=JUDGEMENT_VERDICT[pred.judgement],
-                              judgement=pred.judgement, reason=pred.reason)
+        return ClaimJudgement.judged(claim.claim_id, pred.judgement, pred.reason)
 
     def _compose(self, run: _Run, verdict: str, claim_results, checked: Checked) -> ComposerOutput:
         output = checked.verifier_input.executor_structured_output

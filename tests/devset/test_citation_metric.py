@@ -8,13 +8,14 @@ from devset.recorded import WEIGHTS, record, score_output
 from program.lm.adapter import TEXT_MAX_CHARS
 from signatures.contracts import ExecutorOutput
 from tools.catalog import active_catalog
+from tools.functions import TOOLBOX
 
 
 @pytest.fixture(scope="module")
 def evidence():
     wanted = {"state_pair_checkout_en", "near_miss_checkout_zh", "some_lines_checkout_en", "negative_checkout_en"}
     with devset_world():
-        yield record([c for c in load_devset() if c["case_id"] in wanted], active_catalog())
+        yield record([c for c in load_devset() if c["case_id"] in wanted], active_catalog(), TOOLBOX)
 
 
 def gold(recorded) -> dict:

@@ -5,7 +5,9 @@ import pytest
 
 from devset import CASES_DIR, DevsetError, load_cases
 from devset.gold import GoldUnavailable, find_ref, gold_plan
-from signatures.contracts import ExecutorOutput, PlanDraft, ToolCall
+from signatures.contracts import ExecutorOutput, PlanDraft
+from tools.calls import ToolCall
+from tools.functions import TOOLBOX
 
 
 def test_six_cases_load_with_every_field():
@@ -55,7 +57,7 @@ def evidence(devset):
     from tools.catalog import active_catalog
 
     with devset_world():
-        yield record(devset, active_catalog())
+        yield record(devset, active_catalog(), TOOLBOX)
 
 
 def _split(devset, name):
@@ -124,9 +126,9 @@ def test_the_seed_cases_keep_their_evidence_in_the_devset_world(devset):
     from tools.catalog import active_catalog
 
     seeds = [c for c in devset if c["kind"] == "seed" and c["runs_lm"]]
-    plain = record(seeds, active_catalog())
+    plain = record(seeds, active_catalog(), TOOLBOX)
     with devset_world():
-        noisier = record(seeds, active_catalog())
+        noisier = record(seeds, active_catalog(), TOOLBOX)
     assert {k: r.observations for k, r in plain.items()} == {k: r.observations for k, r in noisier.items()}
 
 

@@ -11,8 +11,10 @@ from devset.gold import (
 )
 from devset.metric import check_fixture, score_run
 from program.entry.api import diagnose
-from signatures.contracts import DiagnosisResult, GatekeeperResult, ToolCall
+from signatures.contracts import DiagnosisResult, GatekeeperResult
 from tests.support.good_lm import good_lm
+from tools.calls import ToolCall
+from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder
 
 
@@ -90,12 +92,12 @@ def test_empty_prediction_scores_nothing(cases):
 
 def test_offline_fixture_is_rejected_with_the_expected_rules(cases, store):
     case = cases["gatekeeper_reject"]
-    recorder = ToolInvocationRecorder(store, "fixture")
+    recorder = ToolInvocationRecorder(store, "fixture", TOOLBOX)
     for call in gold_tool_calls(case):
         tool_call = ToolCall(**call)
         recorder.call(tool_call.tool_name, **tool_call.arguments())
     output = fixture_executor_output(case, [inv.id for inv in recorder.invocations])
-    checked = check_fixture(case, output, recorder.invocations, "fixture")
+    checked = check_fixture(case, output, recorder.invocations, "fixture", TOOLBOX)
     assert checked.ok and checked.severity == "reject"
     nothing = {"claims": [], "hypotheses": [], "missing_info": [], "recommended_actions": []}
-    assert not check_fixture(case, nothing, recorder.invocations, "fixture").ok
+    assert not check_fixture(case, nothing, recorder.invocations, "fixture", TOOLBOX).ok

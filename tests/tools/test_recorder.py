@@ -2,9 +2,15 @@ import threading
 
 from tools.functions import QUERY_LOGS, TOOLBOX
 from tools.recorder import (
+    COPIED_OBSERVATION,
     PREVIEW_CHARS,
+    ObservedRef,
     ToolInvocationRecorder,
+    canonical_label,
+    citation_label,
     extract_retrieval_details,
+    observed_refs,
+    render_observations,
 )
 
 
@@ -76,7 +82,7 @@ def test_ids_are_unique_across_sessions_and_threads(store):
     lock = threading.Lock()
 
     def work(n):
-        rec = ToolInvocationRecorder(store, f"sess-{n}")
+        rec = ToolInvocationRecorder(store, f"sess-{n}", TOOLBOX)
         for _ in range(25):
             inv = rec.call("query_metrics", service="payment-service")
             with lock:
@@ -89,3 +95,25 @@ def test_ids_are_unique_across_sessions_and_threads(store):
         t.join()
     assert len(ids) == 200 and len(set(ids)) == 200
     assert sum(len(store.list_invocations(f"sess-{n}")) for n in range(8)) == 200
+
+
+def test_the_observations_read_back_are_the_refs_and_no_hits_that_were_rendered(recorder):
+    hit = recorder.call("query_logs", query="HikariCP", service="order-service")
+    miss = recorder.call("query_logs", query="HikariCP", service="inventory-service")
+    failed = recorder.call("query_logs", query="x", limit=-1)
+    rendered = render_observations([hit, miss, failed])
+    assert observed_refs(rendered) == [
+        *(ObservedRef(hit.id, "query_logs", r.raw_path, r.text) for r in hit.retrieval_details.evidence_refs),
+        ObservedRef(miss.id, "query_logs", None, miss.retrieval_details.message),
+    ]
+    assert len(hit.retrieval_details.evidence_refs) >= 2
+    # Every line code writes around the refs is spotted when a claim copies it.
+    heads = [line for line in rendered.splitlines() if line.startswith("#")]
+    assert len(heads) == 3 and all(COPIED_OBSERVATION.search(line) for line in heads)
+    assert not COPIED_OBSERVATION.search(hit.retrieval_details.evidence_refs[0].text)
+
+
+def test_a_label_is_read_as_an_lm_may_write_it():
+    assert canonical_label("＃3　＄.logs[1] § 2:") == citation_label(3, "$.logs[1]", 2) == "#3 $.logs[1] §2"
+    assert canonical_label(" #12 no-hit ") == citation_label(12, None) == "#12 no-hit"
+    assert canonical_label("#3 logs[1]") is None and canonical_label("$.logs[1]") is None

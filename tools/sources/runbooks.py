@@ -11,10 +11,10 @@ from __future__ import annotations
 import math
 import re
 import threading
-import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.folding import fold_words
 from tools.sources.errors import SourceError
 from tools.sources.files import Listing, read_bytes, regular_files
 from tools.sources.interfaces import RunbookHits, RunbookSource, Settings
@@ -78,17 +78,13 @@ def load_runbook(path: Path) -> Runbook:
 _jieba_lock = threading.Lock()
 
 
-def fold(text: str) -> str:
-    return re.sub(r"\s+", " ", unicodedata.normalize("NFKC", text).casefold()).strip()
-
-
 def tokenize(text: str) -> list[str]:
     """Chinese-aware tokens: jieba for CJK runs, whole words for Latin text."""
     import jieba
 
     with _jieba_lock:
         jieba.setLogLevel(60)
-        pieces = jieba.lcut_for_search(fold(text))
+        pieces = jieba.lcut_for_search(fold_words(text))
     return [p for p in (x.strip() for x in pieces) if p and any(ch.isalnum() for ch in p)]
 
 

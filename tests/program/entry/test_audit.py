@@ -31,6 +31,7 @@ from signatures.contracts import (
     VerifierEvaluation,
 )
 from tests.support.good_lm import good_lm
+from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder
 
 
@@ -82,7 +83,7 @@ def _eight_writers(store: AuditStore, prefix: str) -> list[int]:
     """Eight threads record 20 calls and save a session each; returns every recorded id."""
 
     def work(n):
-        rec = ToolInvocationRecorder(store, f"{prefix}-{n}")
+        rec = ToolInvocationRecorder(store, f"{prefix}-{n}", TOOLBOX)
         for _ in range(20):
             rec.call("query_logs", query="HikariCP", service="order-service")
         store.save_session(_session(f"{prefix}-{n}"))
@@ -323,7 +324,7 @@ def _open_and_write(urls: list[str], start, results) -> None:
         try:
             store = AuditStore(url)
             session_id = f"p-{os.getpid()}"
-            ToolInvocationRecorder(store, session_id).call("query_logs", query="HikariCP", service="order-service")
+            ToolInvocationRecorder(store, session_id, TOOLBOX).call("query_logs", query="HikariCP", service="order-service")
             store.save_session(_session(session_id))
             results.put((url, "ok"))
         except Exception as exc:
@@ -384,7 +385,7 @@ def test_a_log_line_no_backend_can_hold_is_recorded_and_cited_as_stored(backend_
     monkeypatch.setenv("DIAGNOSIS_LOGS_DIR", str(logs))
     store, session_id = AuditStore(backend_url), f"log-{uuid.uuid4().hex[:8]}"
     store.save_session(DiagnosisSession(session_id=session_id, query="q", process=this_process()))
-    invocation = ToolInvocationRecorder(store, session_id).call("query_logs", query="HikariCP", service="order-service")
+    invocation = ToolInvocationRecorder(store, session_id, TOOLBOX).call("query_logs", query="HikariCP", service="order-service")
     (ref,) = invocation.retrieval_details.evidence_refs
     assert invocation.success and "HikariCP timeout \ufffd after \ufffd 30000ms" in ref.text
     assert store.get_invocations([invocation.id])[invocation.id].retrieval_details.evidence_refs == [ref]

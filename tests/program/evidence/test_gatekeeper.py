@@ -14,6 +14,7 @@ from signatures.contracts import (
     RecommendedAction,
     ToolInvocation,
 )
+from tools.functions import TOOLBOX
 
 DATA = Path(__file__).parent / "data" / "gatekeeper_cases.json"
 DOC = json.loads(DATA.read_text(encoding="utf-8"))
@@ -53,7 +54,7 @@ def test_hardening_cases_cover_every_class_with_honest_variants_beside_them():
 @pytest.mark.parametrize("case", DOC["cases"] + HARDENING["cases"],
                          ids=[c["name"] for c in DOC["cases"] + HARDENING["cases"]])
 def test_adversarial_case(case):
-    result = gatekeeper.check(_output(case), INVOCATIONS, SESSION)
+    result = gatekeeper.check(_output(case), INVOCATIONS, SESSION, toolbox=TOOLBOX)
     if case["group"] == "must_pass":
         assert result.status == "pass", result.errors
         assert result.severity == "none"
@@ -89,7 +90,7 @@ def test_reject_outranks_low_confid_and_every_binding_is_kept():
             )
         ]
     )
-    result = gatekeeper.check(output, INVOCATIONS, SESSION)
+    result = gatekeeper.check(output, INVOCATIONS, SESSION, toolbox=TOOLBOX)
     assert result.severity == "reject"
     assert result.failed_rules == ["evidence.raw_path_missing", "evidence.excerpt_mismatch"]
     assert [cb.status for cb in result.checked_bindings] == ["fail", "fail", "pass"]
@@ -108,25 +109,25 @@ def test_recommended_action_bindings_are_checked():
                                 evidence_excerpt="JVM heap usage 3.8GB/4GB")])
         ],
     )
-    result = gatekeeper.check(output, INVOCATIONS, SESSION)
+    result = gatekeeper.check(output, INVOCATIONS, SESSION, toolbox=TOOLBOX)
     assert result.severity == "reject" and result.failed_rules == ["evidence.raw_path"]
     assert result.errors[0].action_id == "a1" and result.errors[0].claim_id is None
 
 
 def test_no_claims_is_low_confid():
-    result = gatekeeper.check(ExecutorOutput(), INVOCATIONS, SESSION)
+    result = gatekeeper.check(ExecutorOutput(), INVOCATIONS, SESSION, toolbox=TOOLBOX)
     assert (result.status, result.severity, result.failed_rules) == ("fail", "low_confid", ["evidence.no_claims"])
 
 
 def test_mismatch_message_points_to_where_the_text_really_is():
     case = next(c for c in DOC["cases"] if c["name"] == "right text on the wrong ref")
-    result = gatekeeper.check(_output(case), INVOCATIONS, SESSION)
+    result = gatekeeper.check(_output(case), INVOCATIONS, SESSION, toolbox=TOOLBOX)
     assert "invocation 102 (query_logs) $.logs[2]" in result.errors[0].message
 
 
 def test_homoglyph_message_says_so():
     case = next(c for c in DOC["cases"] if c["name"].startswith("homoglyph: Cyrillic"))
-    result = gatekeeper.check(_output(case), INVOCATIONS, SESSION)
+    result = gatekeeper.check(_output(case), INVOCATIONS, SESSION, toolbox=TOOLBOX)
     assert "look-alike" in result.errors[0].message
 
 
@@ -196,14 +197,13 @@ def test_an_id_no_database_can_hold_is_an_unknown_invocation(store):
                                                                              source_invocation_id=10**30,
                                                                              raw_path="$.logs[0]",
                                                                              evidence_excerpt="HikariPool-1 exhausted")])])
-    result = VerifierInputHook(store).run(session_id="s", original_query="q", executor_output=output,
+    result = VerifierInputHook(store, TOOLBOX).run(session_id="s", original_query="q", executor_output=output,
                                           parse_status=ParseStatus(status="valid", detail="ok")).gatekeeper_result
     assert result.severity == "reject" and result.failed_rules == ["evidence.invocation_ref"]
 
 
 def _one_log(text: str) -> ToolInvocation:
     from tools.recorder import extract_retrieval_details
-    from tools.functions import TOOLBOX
 
     output = {"success": True, "logs": [{"timestamp": "2026-07-08T11:17:05+08:00", "level": "WARN",
                                          "service": "order-service", "message": text}]}
@@ -221,7 +221,7 @@ def test_what_a_reader_would_see_of_a_quote_may_hold_no_bidi_controls():
     invocation = _one_log("heap current=\u202e91\u202c% over budget; GC count 128")
     # Quoted faithfully, or quoted beside the controls: either way the clause shown would display "19%".
     for excerpt in ("heap current=\u202e91\u202c%", "over budget"):
-        result = gatekeeper.check(_quote(excerpt), [invocation], SESSION)
+        result = gatekeeper.check(_quote(excerpt), [invocation], SESSION, toolbox=TOOLBOX)
         assert result.severity == "low_confid" and result.failed_rules == ["evidence.bidi_control"], result.errors
-    clean = gatekeeper.check(_quote("GC count 128"), [invocation], SESSION)
+    clean = gatekeeper.check(_quote("GC count 128"), [invocation], SESSION, toolbox=TOOLBOX)
     assert clean.status == "pass" and clean.checked_bindings[0].context == "GC count 128"

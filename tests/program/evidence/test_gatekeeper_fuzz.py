@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from program.evidence import gatekeeper
 from program.evidence.matching import match_excerpt
 from signatures.contracts import ExecutorOutput, ToolInvocation
+from tools.functions import TOOLBOX
 
 REF = (
     "[11:17][WARN][order-service] 内存使用率过高: 91.0%, JVM堆内存: 3.8GB/4GB, GC次数: 128; "
@@ -93,13 +94,13 @@ def test_a_real_excerpt_passes_and_every_tampered_copy_is_rejected(ref, data):
     excerpt = ref[start:]  # a suffix never cuts a token at its end
     if not match_excerpt(excerpt, ref).ok:
         return  # the suffix starts inside a token or right after a negation: not a quote the LM may give
-    assert gatekeeper.check(_binding_output(excerpt), [_invocation(ref)], "s").status == "pass"
+    assert gatekeeper.check(_binding_output(excerpt), [_invocation(ref)], "s", toolbox=TOOLBOX).status == "pass"
     kind = data.draw(st.sampled_from(sorted(TAMPER)))
     position = data.draw(st.integers(0, len(excerpt) - 1))
     tampered = TAMPER[kind](excerpt, position)
     if tampered is None or _significant(tampered) in _significant(ref) and kind == "digit":
         return
-    result = gatekeeper.check(_binding_output(tampered), [_invocation(ref)], "s")
+    result = gatekeeper.check(_binding_output(tampered), [_invocation(ref)], "s", toolbox=TOOLBOX)
     assert result.severity == "reject" and "evidence.excerpt_mismatch" in result.failed_rules, (kind, tampered)
 
 
@@ -111,7 +112,7 @@ def test_random_bindings_never_pass_unless_the_excerpt_is_real(excerpt, path, in
         "claim_id": "c", "claim_type": "observation", "claim_text": "t",
         "evidence_bindings": [{"tool_name": tool, "source_invocation_id": inv_id, "raw_path": path,
                                "evidence_excerpt": excerpt}]}]})
-    result = gatekeeper.check(output, [INVOCATION], "s")
+    result = gatekeeper.check(output, [INVOCATION], "s", toolbox=TOOLBOX)
     if result.status == "pass":
         assert (tool, inv_id, path) == ("query_logs", 7, "$.logs[0]")
         assert match_excerpt(excerpt, REF).ok

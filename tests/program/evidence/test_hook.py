@@ -1,6 +1,7 @@
 from program.evidence.hook import VerifierInputHook, backfill
 from program.evidence.trace_summary import build_trace_summary
 from signatures.contracts import ExecutorOutput, ParseStatus
+from tools.functions import TOOLBOX
 
 VALID = ParseStatus(status="valid", detail="parsed")
 
@@ -31,7 +32,7 @@ def test_backfill_fills_only_a_unique_candidate_and_never_raw_path(recorder, sto
 
 def test_backfilled_binding_without_raw_path_can_never_pass(recorder, store):
     recorder.call("query_metrics", service="order-service")
-    vi = VerifierInputHook(store).run(
+    vi = VerifierInputHook(store, TOOLBOX).run(
         session_id="sess-test", original_query="q", parse_status=VALID,
         executor_output=_output({"tool_name": "query_metrics", "evidence_excerpt": "HighMemoryUsage firing, service=order-service"}),
     )
@@ -45,7 +46,7 @@ def test_backfilled_binding_without_raw_path_can_never_pass(recorder, store):
 def test_ambiguous_backfill_is_low_confid(recorder, store):
     recorder.call("query_logs", query="内存", service="order-service")
     recorder.call("query_logs", query="HikariCP")
-    vi = VerifierInputHook(store).run(
+    vi = VerifierInputHook(store, TOOLBOX).run(
         session_id="sess-test", original_query="q", parse_status=VALID,
         executor_output=_output({"tool_name": "query_logs", "raw_path": "$.logs[0]", "evidence_excerpt": "内存使用率: 86.2%"}),
     )
@@ -55,7 +56,7 @@ def test_ambiguous_backfill_is_low_confid(recorder, store):
 
 def test_fabricated_binding_after_backfill_is_still_reject(recorder, store):
     recorder.call("query_metrics", service="order-service")
-    vi = VerifierInputHook(store).run(
+    vi = VerifierInputHook(store, TOOLBOX).run(
         session_id="sess-test", original_query="q", parse_status=VALID,
         executor_output=_output({"tool_name": "query_metrics", "raw_path": "$.alerts[0]", "evidence_excerpt": "current=95%, threshold=85%"}),
     )
@@ -65,8 +66,8 @@ def test_fabricated_binding_after_backfill_is_still_reject(recorder, store):
 def test_foreign_session_ids_are_looked_up_so_they_read_as_foreign(store):
     from tools.recorder import ToolInvocationRecorder
 
-    other = ToolInvocationRecorder(store, "other").call("query_metrics", service="order-service")
-    vi = VerifierInputHook(store).run(
+    other = ToolInvocationRecorder(store, "other", TOOLBOX).call("query_metrics", service="order-service")
+    vi = VerifierInputHook(store, TOOLBOX).run(
         session_id="mine", original_query="q", parse_status=VALID,
         executor_output=_output({"tool_name": "query_metrics", "source_invocation_id": other.id, "raw_path": "$.alerts[0]",
                                  "evidence_excerpt": "HighMemoryUsage firing, service=order-service"}),
@@ -76,7 +77,7 @@ def test_foreign_session_ids_are_looked_up_so_they_read_as_foreign(store):
 
 def test_malformed_parse_status_caps_at_low_confid(recorder, store):
     inv = recorder.call("query_metrics", service="order-service")
-    vi = VerifierInputHook(store).run(
+    vi = VerifierInputHook(store, TOOLBOX).run(
         session_id="sess-test", original_query="q", parse_status=ParseStatus(status="repaired", detail="dropped claim 2"),
         executor_output=_output({"tool_name": "query_metrics", "source_invocation_id": inv.id, "raw_path": "$.alerts[0]",
                                  "evidence_excerpt": "HighMemoryUsage firing, service=order-service"}),
@@ -88,7 +89,7 @@ def test_malformed_parse_status_caps_at_low_confid(recorder, store):
 
 def test_negative_observation_on_a_no_hit_passes_the_gatekeeper(recorder, store):
     inv = recorder.call("query_logs", query="HikariCP", service="inventory-service")
-    vi = VerifierInputHook(store).run(
+    vi = VerifierInputHook(store, TOOLBOX).run(
         session_id="sess-test", original_query="q", parse_status=VALID,
         executor_output=_output({"tool_name": "query_logs", "source_invocation_id": inv.id,
                                  "evidence_excerpt": inv.retrieval_details.message}, claim_type="negative_observation"),
@@ -104,11 +105,11 @@ def test_trace_summary_levels_and_counts(recorder, store):
     recorder.call("query_logs", query="HikariCP", service="inventory-service")
     recorder.call("lookup_knowledge", query="HikariCP")
     recorder.call("query_logs", query=3)
-    entries = {e.tool_name: e for e in build_trace_summary(store.list_invocations("sess-test"))}
+    entries = {e.tool_name: e for e in build_trace_summary(store.list_invocations("sess-test"), TOOLBOX)}
     assert entries["query_metrics"].evidence_level == "direct"
     assert entries["lookup_knowledge"].evidence_level == "indirect"
     logs = entries["query_logs"]
     assert (logs.evidence_level, logs.invocation_count, logs.no_hit_invocation_count) == ("direct", 3, 1)
     assert logs.output_summary.startswith("logs (direct): ") and "no_hit" in logs.output_summary
     assert "(+3 more refs)" in logs.output_summary and "failed: query must be a string" in logs.output_summary
-    assert [e.trace_ref for e in build_trace_summary(store.list_invocations("sess-test"))] == ["trace-1", "trace-2", "trace-3"]
+    assert [e.trace_ref for e in build_trace_summary(store.list_invocations("sess-test"), TOOLBOX)] == ["trace-1", "trace-2", "trace-3"]

@@ -18,7 +18,7 @@ from program.lm.adapter import (
     tool_call_patch,
 )
 from program.lm.pipeline import Diagnosis
-from signatures.contracts import PlannerOutput, ToolCall
+from signatures.contracts import PlannerOutput
 from signatures.diagnosis import (
     CiteEvidence,
     ComposeAnswer,
@@ -29,6 +29,7 @@ from signatures.diagnosis import (
 )
 from tests.support.good_lm import good_lm
 from tests.support.scripted import ScriptedEngine
+from tools.calls import ToolCall
 from tools.catalog import Catalog
 from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder
@@ -82,7 +83,7 @@ def test_the_planner_must_make_at_least_one_call():
 
 
 def _menu(store, *calls):
-    recorder = ToolInvocationRecorder(store, "s")
+    recorder = ToolInvocationRecorder(store, "s", TOOLBOX)
     invocations = [recorder.call(tool, **arguments) for tool, arguments in calls]
     return Menu(recorder.invocations), invocations
 
@@ -139,7 +140,7 @@ def test_the_patched_schema_compiles_to_a_llama_grammar(store):
 
     from llama_cpp import LlamaGrammar
 
-    recorder = ToolInvocationRecorder(store, "s")
+    recorder = ToolInvocationRecorder(store, "s", TOOLBOX)
     recorder.call("query_logs", query="内存", service="order-service")
     # A runbook ref with double quotes in it ('Search the service logs for "Slow request" lines'):
     # no ref text may reach the grammar, whose converter cannot parse such a literal.

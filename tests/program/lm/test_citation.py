@@ -86,7 +86,7 @@ def test_a_clause_not_offered_is_still_the_refs_own_text_and_the_gatekeeper_judg
                                               claim_text="replica-2 pool check succeeded")])
     assert refused == [] and claims[0].evidence_bindings[0].evidence_excerpt == "succeed"
     # "succeed" alone drops the negation before it: the gatekeeper refuses it, as it would a quote.
-    assert gatekeeper.check(ExecutorOutput(claims=claims), [inv], "s").status == "fail"
+    assert gatekeeper.check(ExecutorOutput(claims=claims), [inv], "s", toolbox=TOOLBOX).status == "fail"
 
 
 def test_claims_keep_unique_ids_the_lm_gave_and_the_others_are_numbered(recorder):
@@ -205,7 +205,7 @@ def test_the_optimizer_scores_the_module_the_pipeline_runs(cases, monkeypatch):
     from_pipeline = _module_parts(_executor_request(requests))
 
     requests.clear()
-    evidence = record([case], active_catalog())
+    evidence = record([case], active_catalog(), TOOLBOX)
     example = evidence[case["case_id"]].example()
     monkeypatch.setattr("program.lm.citation.is_embedded", lambda lm: True)
     with dspy.context(lm=lm, adapter=ConstrainedJSONAdapter(compact=True)):
@@ -252,7 +252,7 @@ def test_a_saved_and_loaded_program_shows_its_demos_as_the_one_that_was_saved(tm
     from devset.recorded import record as record_cases
 
     case = cases["hikaricp_negative"]
-    evidence = record_cases([case], active_catalog())
+    evidence = record_cases([case], active_catalog(), TOOLBOX)
     saved = Diagnosis(citation=dspy.LabeledFewShot(k=1).compile(Cite(), trainset=[
         evidence[case["case_id"]].example()]))
     saved.save(str(tmp_path / "program.json"))
