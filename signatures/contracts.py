@@ -329,7 +329,9 @@ class ExecutorAttempt(Contract):
 class DiagnosisSession(Contract):
     session_id: str
     query: str
-    status: Literal["running", "completed", "failed", "interrupted"] = "running"
+    # pending: accepted to run later (an alert); claimed: a worker of `process` took it and its run is
+    # starting; then running, and completed, failed or interrupted.
+    status: Literal["pending", "claimed", "running", "completed", "failed", "interrupted"] = "running"
     created_at: datetime | None = None
     # host:pid of the process running it, so a run whose process died can be marked interrupted.
     process: str = ""

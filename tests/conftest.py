@@ -1,6 +1,8 @@
 import pytest
 
 from program.entry.audit import AuditStore
+from program.entry.server import SETTINGS as SERVE_SETTINGS
+from program.evidence.language import SETTING as LANGUAGE
 from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder
 from tools.sources.active import SETTINGS
@@ -21,11 +23,12 @@ def recorder(store):
 @pytest.fixture(autouse=True)
 def _isolated_settings(tmp_path_factory, monkeypatch):
     """No test may load a compiled program or an audit database from the developer's machine, or
-    read the sources (a Prometheus, log directories) the developer's settings name."""
+    read the sources (a Prometheus, log directories), the server settings or the language the
+    developer's settings name."""
     monkeypatch.setenv("DIAGNOSIS_COMPILED_DIR", str(tmp_path_factory.mktemp("compiled")))
     monkeypatch.setenv("DIAGNOSIS_DB", "sqlite://")
     monkeypatch.delenv("DIAGNOSIS_LM", raising=False)
-    for name in SETTINGS:
+    for name in (*SETTINGS, *SERVE_SETTINGS, LANGUAGE):
         monkeypatch.delenv(name, raising=False)
 
 

@@ -15,7 +15,7 @@ from signatures.contracts import DiagnosisResult
 
 def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | AuditStore | None = None, *,
              program: Diagnosis | None = None, compiled: bool = True, progress=None,
-             language: str | None = None) -> DiagnosisResult:
+             language: str | None = None, session_id: str | None = None) -> DiagnosisResult:
     """Diagnose one question and store the audit record.
 
     lm: a model string (any DSPy/litellm model, or "embedded"), an LM object, or None for
@@ -24,7 +24,9 @@ def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | Audit
     compiled program is loaded when it was compiled for this LM (see optimize.py) unless
     compiled=False, and the record notes which program ran or why the uncompiled one did.
     language: zh, en or auto for the sentences code writes; None: DIAGNOSIS_LANGUAGE, else the
-    question's own language.
+    question's own language. session_id: the id to record the run under; None: a new one. An id
+    already recorded is refused (SessionIdRefused) unless this process claimed it from the store's
+    queue (AuditStore.claim_pending).
     """
     if not isinstance(question, str) or not question.strip():
         raise ValueError("question must be a non-empty string")
@@ -42,7 +44,8 @@ def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | Audit
     program.store = store
     program.progress = progress
     with dspy.context(lm=model, adapter=adapter_for(model)):
-        result = program(question=question.strip(), language=language, notes=[note] if note else None).result
+        result = program(question=question.strip(), session_id=session_id, language=language,
+                         notes=[note] if note else None).result
     # An LM may write what JSON cannot print: the result says it as the audit record keeps it.
     shown, changed = storable(result.model_dump(mode="json"))
     return DiagnosisResult.model_validate(shown) if changed else result

@@ -10,6 +10,13 @@ Faults of the database itself (a missing file, a corrupted page, a foreign schem
 row that is not a session) become an ``AuditStoreError`` that says what is wrong. A run killed
 mid-way is marked ``interrupted`` when the next writable store opens.
 
+A session can also be queued to run later (``enqueue``, status ``pending``: an alert a server
+accepted). A worker takes the oldest with ``claim_pending`` (``claimed`` by its process; on
+PostgreSQL with ``SELECT … FOR UPDATE SKIP LOCKED``, so the workers of several servers each take
+another and none waits on another's lock), and the run that ``claim_session`` starts under that id
+in the same process takes the claimed record over. A claim whose process died before its run began
+goes back to ``pending``.
+
 What a database or JSON cannot hold is changed in code before anything is written, the same way on
 every backend (``storable``), and the session's record names what changed (``audit.unstorable``):
 the record, and so the verdict, never depends on which database keeps it.
@@ -38,9 +45,11 @@ from sqlalchemy import (
     Table,
     Text,
     create_engine,
+    func,
     inspect,
     select,
     text,
+    update,
 )
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
@@ -71,6 +80,9 @@ UNSTORABLE = "audit.unstorable"
 INTERNAL_ERROR, TRACEBACK = "pipeline.internal_error", "pipeline.traceback"
 # How many changed places a note names; the rest are counted.
 NOTE_PLACES = 20
+# Sessions accepted and not yet running: the queue.
+PENDING, CLAIMED = "pending", "claimed"
+QUEUED = (PENDING, CLAIMED)
 
 
 def this_process() -> str:
@@ -199,7 +211,8 @@ class SessionRow(Base):
 
     session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
     query: Mapped[str] = mapped_column(Text)
-    status: Mapped[str] = mapped_column(String(16))
+    # Indexed: the queue is read by status on every accept and every claim.
+    status: Mapped[str] = mapped_column(String(16), index=True)
     verdict: Mapped[str | None] = mapped_column(String(16), nullable=True)
     answer: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
@@ -323,17 +336,21 @@ class AuditStore:
                 raise AuditStoreError(f"{self.shown_url}: table {table.name!r} lacks column(s) {', '.join(missing)}")
 
     def mark_interrupted(self) -> list[str]:
-        """Sessions left `running` by a process of this host that no longer exists are interrupted."""
+        """Sessions left `running` by a process of this host that no longer exists are interrupted;
+        sessions such a process had claimed, but whose run never began, are pending again."""
         with self._guard(), self._faults("read sessions"), Session(self.engine) as db:
-            running = db.scalars(select(SessionRow).where(SessionRow.status == "running")).all()
-            dead = [row.session_id for row in running
+            held = db.scalars(select(SessionRow).where(SessionRow.status.in_(("running", CLAIMED)))).all()
+            dead = [(row.session_id, row.status) for row in held
                     if isinstance(row.record, dict) and _process_dead(str(row.record.get("process") or ""))]
-        for session_id in dead:
+        for session_id, status in dead:
             record = self.get_session(session_id)
+            if status == CLAIMED:
+                self._set_status(record.model_copy(update={"status": PENDING, "process": ""}), CLAIMED)
+                continue
             errors = [*record.errors, Finding(rule="pipeline.interrupted",
                                               message=f"the process {record.process} ended before the run finished")]
             self.save_session(record.model_copy(update={"status": "interrupted", "errors": errors}))
-        return dead
+        return [session_id for session_id, status in dead if status != CLAIMED]
 
     def __deepcopy__(self, memo):
         # A handle to shared storage, not program state: optimizers that copy programs share it.
@@ -397,18 +414,88 @@ class AuditStore:
         _check_row(SessionRow.__table__, values, "save a session")
         return values
 
-    def claim_session(self, record: DiagnosisSession) -> None:
-        """Record a new run's session, refused when its id is already recorded: held by a live run, or
-        by one that ended. Runs under one id would share one record and one set of tool calls, which
-        the gatekeeper would take as the session's own."""
+    def _insert_new(self, record: DiagnosisSession) -> bool:
+        """Insert the session unless its id is recorded; True when it was inserted."""
         values = self._session_values(record)
         statement = _insert(self.is_sqlite)(SessionRow).values(
             session_id=record.session_id, created_at=record.created_at or values["updated_at"], **values)
         statement = statement.on_conflict_do_nothing(index_elements=[SessionRow.session_id]).returning(
             SessionRow.session_id)
         with self._guard(), self._faults("save a session"), Session(self.engine) as db, db.begin():
-            claimed = db.execute(statement).first() is not None
-        if claimed:
+            return db.execute(statement).first() is not None
+
+    def _set_status(self, record: DiagnosisSession, expected: str, db: Session | None = None) -> bool:
+        """Save `record` over its row only while the row's status is `expected`; True when it was.
+        Within `db`'s transaction when given, else in one of its own."""
+        statement = (update(SessionRow)
+                     .where(SessionRow.session_id == record.session_id, SessionRow.status == expected)
+                     .values(**self._session_values(record)))
+        if db is not None:
+            return db.execute(statement).rowcount == 1
+        with self._guard(), self._faults("save a session"), Session(self.engine) as db, db.begin():
+            return db.execute(statement).rowcount == 1
+
+    def enqueue(self, record: DiagnosisSession) -> bool:
+        """Record a session to run later, as `record` has it (pending, or claimed by its own process);
+        False when its id is recorded already: an alert accepted before is not queued again."""
+        if record.status not in QUEUED:
+            raise ValueError(f"a queued session is {' or '.join(QUEUED)}, not {record.status}")
+        return self._insert_new(record)
+
+    def claim_pending(self, session_id: str | None = None) -> DiagnosisSession | None:
+        """The oldest pending session (or the one named), now claimed by this process; None when none
+        waits. A row that cannot be read is marked failed, so that it does not block the queue."""
+        query = select(SessionRow).where(SessionRow.status == PENDING)
+        if session_id is not None:
+            query = query.where(SessionRow.session_id == session_id)
+        query = query.order_by(SessionRow.created_at, SessionRow.session_id).limit(1)
+        if not self.is_sqlite:
+            query = query.with_for_update(skip_locked=True)
+        while True:
+            with self._guard(), self._faults("claim a session"), Session(self.engine) as db, db.begin():
+                row = db.scalars(query).first()
+                if row is None:
+                    return None
+                try:
+                    record = self._validate(row).model_copy(update={"status": CLAIMED, "process": this_process()})
+                except AuditStoreError:
+                    row.status = "failed"
+                    continue
+                # Conditional too: on SQLite another process may have read the same row before this one wrote.
+                if self._set_status(record, PENDING, db):
+                    return record
+
+    def recorded(self, session_ids: Iterable[str]) -> set[str]:
+        """Which of these session ids are recorded, whatever their status."""
+        wanted = [i for i in set(session_ids) if _recordable(i)]
+        if not wanted:
+            return set()
+        with self._guard(), self._faults("read sessions"), Session(self.engine) as db:
+            return set(db.scalars(select(SessionRow.session_id).where(SessionRow.session_id.in_(wanted))).all())
+
+    def count_queued(self) -> int:
+        with self._guard(), self._faults("count sessions"), Session(self.engine) as db:
+            return db.scalar(select(func.count()).select_from(SessionRow).where(SessionRow.status.in_(QUEUED)))
+
+    def _take_over(self, record: DiagnosisSession) -> bool:
+        """A session this process claimed from the queue becomes this run's; the run's record keeps
+        the queued record's notes (the alert it came from) first. False when it is no such session."""
+        with self._guard(), self._faults("claim a session"), Session(self.engine) as db, db.begin():
+            row = db.get(SessionRow, record.session_id, with_for_update=not self.is_sqlite)
+            if row is None or row.status != CLAIMED:
+                return False
+            queued = self._validate(row)
+            if queued.process != this_process():
+                return False
+            record.notes[:0] = [note for note in queued.notes if note not in record.notes]
+            return self._set_status(record, CLAIMED, db)
+
+    def claim_session(self, record: DiagnosisSession) -> None:
+        """Record a new run's session, refused when its id is already recorded: held by a live run, or
+        by one that ended, unless this process claimed it from the queue (`claim_pending`). Runs under
+        one id would share one record and one set of tool calls, which the gatekeeper would take as
+        the session's own."""
+        if self._insert_new(record) or self._take_over(record):
             return
         with self._guard(), self._faults("read a session"), Session(self.engine) as db:
             holder = db.get(SessionRow, record.session_id)

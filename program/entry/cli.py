@@ -1,4 +1,5 @@
-"""Command line: `python -m program ask "<question>"`, `audit <session_id> [--json | --html FILE]`, `sessions`.
+"""Command line: `python -m program ask "<question>"`, `investigate --alertmanager-url URL`, `serve`,
+`audit <session_id> [--json | --html FILE]`, `sessions`.
 
 Exit codes: 0 done; 1 the run failed (the LM cannot be used, or pipeline.internal_error), the audit
 database cannot be used (missing, corrupted, foreign, full, read-only, no driver) or the session is
@@ -104,6 +105,13 @@ def _count(text: str) -> int:
     if value > MAX_ID:
         # What a database takes as a LIMIT; more than the sessions there are lists them all.
         raise argparse.ArgumentTypeError(f"must be at most {MAX_ID}")
+    return value
+
+
+def _port(text: str) -> int:
+    value = _count(text)
+    if value > 65535:
+        raise argparse.ArgumentTypeError(f"a port is at most 65535, got {value}")
     return value
 
 
@@ -250,6 +258,7 @@ def main(argv: list[str] | None = None) -> int:
                        help="write the audit page (what the server shows at /sessions/ID) to FILE")
     sessions = sub.add_parser("sessions", help="list recent sessions")
     sessions.add_argument("--limit", type=_count, default=20, help=f"how many sessions (1 to {MAX_ID})")
+    _alert_commands(sub)
     args = parser.parse_args(argv)
     for name, value in vars(args).items():
         # Bytes that are not UTF-8 reach Python as lone surrogates: such an argument is not text.
@@ -261,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     errors = Console(stderr=True, soft_wrap=True, emoji=False)
     try:
         # Reading never creates a database: a missing one is an error, not an empty list.
-        store = AuditStore(args.db, read_only=args.command != "ask")
+        store = AuditStore(args.db, read_only=args.command in ("audit", "sessions"))
         return _run(args, store, console, errors)
     except AuditURLError as exc:
         errors.print(f"error: {_plain(exc)}")
@@ -276,6 +285,104 @@ def main(argv: list[str] | None = None) -> int:
         # The reader went away (`| head`): nothing is left to tell, and the exit must not write again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
+
+
+def _alert_commands(sub) -> None:
+    investigate = sub.add_parser("investigate", help="diagnose every firing alert of an Alertmanager")
+    investigate.add_argument("--alertmanager-url", required=True, help="e.g. http://127.0.0.1:9093")
+    investigate.add_argument("--alertname", help="only alerts of this name")
+    investigate.add_argument("--service", help="only alerts of this service (DIAGNOSIS_PROMETHEUS_SERVICE_LABEL)")
+    investigate.add_argument("--timeout", type=_count, default=10, help="seconds for Alertmanager's answer")
+    serve = sub.add_parser("serve", help="the HTTP API: diagnoses, Alertmanager's webhook, the audit records")
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=_port, default=8080, help="port to bind (default 8080)")
+    for command in (investigate, serve):
+        command.add_argument("--lm", help="model string (default: DIAGNOSIS_LM or the embedded model)")
+        command.add_argument("--language", choices=("zh", "en", "auto"),
+                             help="language of the alerts' questions and of the answers (default: "
+                                  "DIAGNOSIS_LANGUAGE; auto: an alert's in English, a question's in its own)")
+    investigate.add_argument("--no-compiled", action="store_true", help="do not load the newest compiled program")
+
+
+def _run_failed(result: DiagnosisResult, errors: Console) -> bool:
+    """Say why a run failed when the LM could not be used or code had a bug; False when it did not."""
+    lm_problem = next((e for e in result.errors if e.rule in UNUSABLE_LM), None)
+    if lm_problem:
+        hint = ("" if lm_problem.rule in ("lm.engine_unsupported", "lm.model_integrity")
+                else " Check DIAGNOSIS_LM / --lm, the provider's key and address.")
+        errors.print(_plain(f"error: the language model cannot be used ({lm_problem.rule}): {lm_problem.message}. "
+                            f"The run was recorded as failed ({result.session_id}).{hint}"))
+        return True
+    bug = next((e for e in result.errors if e.rule == INTERNAL_ERROR), None)
+    if bug:
+        errors.print(_plain(f"error: the diagnosis failed ({bug.rule}: {' '.join(bug.message.split())}); "
+                            f"the run was recorded as failed with its traceback: "
+                            f"python -m program audit {result.session_id}"))
+        return True
+    return False
+
+
+def _investigate(args, store: AuditStore, console: Console, errors: Console) -> int:
+    """One narrow diagnosis per firing alert, one verdict line each; exit 1 when an alert could not be
+    diagnosed or a run failed."""
+    from program.entry.alerts import (
+        MAX_ALERTS,
+        AlertError,
+        Alertmanager,
+        alert_language,
+        alert_name,
+        alert_service,
+        queued_session,
+        quoted,
+    )
+    from program.entry.api import diagnose
+    from tools.sources.errors import SourceError
+
+    try:
+        language = alert_language(args.language)
+        alerts = Alertmanager(args.alertmanager_url, timeout=args.timeout).firing(args.alertname, args.service)
+    except SourceError as exc:
+        errors.print(f"error: {_plain(exc)}")
+        return 1
+    if len(alerts) > MAX_ALERTS:
+        errors.print(f"error: {len(alerts)} alerts fire; at most {MAX_ALERTS} are investigated at once "
+                     "(choose with --alertname or --service)")
+        return 1
+    if not alerts:
+        console.print("no firing alert matches")
+    failed = False
+    for alert in alerts:
+        try:
+            record = queued_session(alert, f"investigate {args.alertmanager_url}", language, claimed=True)
+        except AlertError as exc:
+            errors.print(f"error: {_plain(exc)}")
+            failed = True
+            continue
+        store.enqueue(record)
+        result = diagnose(record.query, lm=args.lm, db=store, compiled=not args.no_compiled, language=language,
+                          session_id=record.session_id)
+        console.print(_plain(f"{result.verdict}  {quoted(alert_name(alert))} on {quoted(alert_service(alert))}  "
+                             f"session {result.session_id}"), soft_wrap=True)
+        if _run_failed(result, errors):
+            return 1
+    return 1 if failed else 0
+
+
+def _serve(args, store: AuditStore, errors: Console) -> int:
+    from program.entry.server import ServeSettings, serve
+    from program.lm.engine import preflight, resolve_lm
+
+    settings = ServeSettings.from_env(language=args.language)
+    lm = resolve_lm(args.lm)
+    problem = preflight(lm)
+    if problem:
+        errors.print(_plain(f"error: the language model cannot be used ({problem[0]}): {problem[1]}"))
+        return 1
+    if settings.token is None and args.host not in ("127.0.0.1", "::1", "localhost"):
+        errors.print(f"warning: serving on {_plain(args.host)} without DIAGNOSIS_API_TOKEN: anyone who can reach "
+                     "it can read every audit record and run diagnoses")
+    serve(store, lm, settings, args.host, args.port)
+    return 0
 
 
 def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
@@ -294,20 +401,16 @@ def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
             print(result.model_dump_json(indent=2))
         else:
             print_result(console, result)
-        lm_problem = next((e for e in result.errors if e.rule in UNUSABLE_LM), None)
-        if lm_problem:
-            hint = ("" if lm_problem.rule in ("lm.engine_unsupported", "lm.model_integrity")
-                    else " Check DIAGNOSIS_LM / --lm, the provider's key and address.")
-            errors.print(_plain(f"error: the language model cannot be used ({lm_problem.rule}): {lm_problem.message}. "
-                                f"The run was recorded as failed ({result.session_id}).{hint}"))
-            return 1
-        bug = next((e for e in result.errors if e.rule == INTERNAL_ERROR), None)
-        if bug:
-            errors.print(_plain(f"error: the diagnosis failed ({bug.rule}: {' '.join(bug.message.split())}); "
-                                f"the run was recorded as failed with its traceback: "
-                                f"python -m program audit {result.session_id}"))
-            return 1
-        return 0
+        return 1 if _run_failed(result, errors) else 0
+
+    if args.command in ("investigate", "serve"):
+        try:
+            if args.command == "investigate":
+                return _investigate(args, store, console, errors)
+            return _serve(args, store, errors)
+        except ValueError as exc:  # a setting that cannot be used (DIAGNOSIS_LANGUAGE, DIAGNOSIS_SERVE_*)
+            errors.print(f"error: {_plain(exc)}")
+            return 2
 
     if args.command == "audit":
         record = store.get_session(args.session_id)

@@ -32,6 +32,7 @@ TEXT: dict[Language, dict[str, str]] = {
         "failed_calls": "以下查询失败，不能作为任何证据：",
         "possible_matches": "但以下日志可能正是所问的内容（未核实，所以不能断定“未找到”）：",
         "not_run": "诊断未运行，没有检查任何证据：{message}",
+        "alert_question": "只确认 {service} 是否存在 {alert} 告警",
     },
     "en": {
         "conclusion": "Conclusion: {verdict}.",
@@ -48,6 +49,7 @@ TEXT: dict[Language, dict[str, str]] = {
         "failed_calls": "These lookups failed and are evidence of nothing:",
         "possible_matches": "These log lines may be what was asked about (not verified, so \"nothing found\" cannot be stated):",
         "not_run": "The diagnosis did not run and no evidence was checked: {message}",
+        "alert_question": "Only confirm whether {service} has the {alert} alert",
     },
 }
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from program.evidence.scope import EXCLUSION, mentions
+from program.evidence.scope import mentions, without_exclusions
 from tools.catalog import Catalog
 from tools.folding import fold, nfkc
 from tools.recorder import COPIED_OBSERVATION
@@ -54,7 +54,7 @@ def _named_topics(text: str, groups: list[tuple[str, ...]]) -> tuple[tuple[str, 
 def question_target(question: str, catalog: Catalog) -> Target:
     """The services, topics and alerts a question asks about, leaving out what it says not to analyse."""
     text = nfkc(question)
-    asked = EXCLUSION.sub(" ", text)
+    asked = without_exclusions(text)
     services = tuple(s for s in catalog.services if mentions(asked, [s.casefold()]))
     alerts = tuple(a for a in catalog.alert_names if mentions(asked, [a.casefold()]))
     return Target(services=services, topics=_named_topics(asked, catalog.topic_groups()), alerts=alerts)
@@ -100,7 +100,7 @@ def unnamed_topics(claim_text: str, cited_texts: list[str], groups: list[tuple[s
 def question_words(question: str, catalog: Catalog) -> str:
     """The question's own words, for a search made independently of the LM's wording: without the
     clauses that exclude topics and without service names (the search is filtered by service)."""
-    text = EXCLUSION.sub(" ", nfkc(question))
+    text = without_exclusions(nfkc(question))
     for service in sorted(catalog.services, key=len, reverse=True):
         text = re.sub(re.escape(service), " ", text, flags=re.IGNORECASE)
     return " ".join(text.split())

@@ -26,6 +26,9 @@ EXCLUSION = re.compile(
     r"\s*[:：]?\s*(?P<topics>[^。.;；!?？！]+)",
     re.IGNORECASE,
 )
+# A double-quoted span (JSON's quoting) is text the question quotes, such as an alert's label values:
+# words in it that read like an exclusion ("skip order-service") are data, not the asker's words.
+QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
 SPLIT = re.compile(r"\s*(?:、|,|，|/|以及|或者|或|和|及|\band\b|\bor\b)\s*", re.IGNORECASE)
 ALIASES = {
     "数据库": ("database", "db", "数据库"),
@@ -33,6 +36,19 @@ ALIASES = {
     "oom": ("oom", "outofmemory", "out of memory", "内存溢出", "oomkilled"),
 }
 ORDER = re.compile(r"(?:订单|order)[\s#-]*(\d+)", re.IGNORECASE)
+
+
+def exclusion_clauses(text: str) -> list[re.Match]:
+    """The clauses of `text` that exclude topics, each begun outside quoted text."""
+    quoted = [m.span() for m in QUOTED.finditer(text)]
+    return [m for m in EXCLUSION.finditer(text) if not any(start < m.start() < end for start, end in quoted)]
+
+
+def without_exclusions(text: str) -> str:
+    """`text` with each clause that excludes topics blanked out: what it asks about."""
+    for clause in reversed(exclusion_clauses(text)):
+        text = text[:clause.start()] + " " + text[clause.end():]
+    return text
 
 
 @dataclass(frozen=True)
@@ -70,7 +86,7 @@ def read_scope(question: str, catalog: Catalog) -> Scope:
     folded = fold(question)
     narrow = any(marker in folded for marker in NARROW_MARKERS)
     topics: list[str] = []
-    for match in EXCLUSION.finditer(nfkc(question)):
+    for match in exclusion_clauses(nfkc(question)):
         topics.extend(t.strip() for t in SPLIT.split(match.group("topics")) if t.strip())
     topics = list(dict.fromkeys(topics))
     return Scope(narrow=narrow, excluded_topics=tuple(topics), excluded_terms=expand_terms(topics, catalog))
@@ -113,7 +129,7 @@ def with_proposed_exclusions(scope: Scope, proposed: list[str], question: str, c
     question's own words and leaves the question something to ask about: never one of the `targets`
     the same LM read, and never the only service, alert or topic the question names."""
     folded = fold(question)
-    asked = fold(EXCLUSION.sub(" ", nfkc(question)))
+    asked = fold(without_exclusions(nfkc(question)))
     named = {
         "service": [s.casefold() for s in catalog.services if mentions(asked, [s.casefold()])],
         "alert": [a.casefold() for a in catalog.alert_names if mentions(asked, [a.casefold()])],

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
-from tests.support.servers import missing_server
+from tests.support.servers import missing_server, stop_process
 from tools.world import load_world
 
 RULES = Path(__file__).resolve().parent / "prometheus" / "rules.yml"
@@ -68,7 +68,8 @@ class Exporter:
 
 
 class PrometheusServer:
-    def __init__(self, binary: str, exporter_port: int):
+    def __init__(self, binary: str, exporter_port: int, alertmanager: str | None = None):
+        """alertmanager: host:port of an Alertmanager that the firing alerts are sent to."""
         self.dir = Path(tempfile.mkdtemp(prefix="test-prometheus-"))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
@@ -77,7 +78,9 @@ class PrometheusServer:
             "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
             f"rule_files:\n  - {RULES}\n"
             "scrape_configs:\n  - job_name: fixture-world\n    static_configs:\n"
-            f"      - targets: ['127.0.0.1:{exporter_port}']\n",
+            f"      - targets: ['127.0.0.1:{exporter_port}']\n"
+            + (f"alerting:\n  alertmanagers:\n    - static_configs:\n        - targets: ['{alertmanager}']\n"
+               if alertmanager else ""),
             encoding="utf-8")
         self.log = (self.dir / "prometheus.log").open("w")
         self.process = subprocess.Popen(
@@ -106,25 +109,20 @@ class PrometheusServer:
                            + (self.dir / "prometheus.log").read_text(encoding="utf-8")[-2000:])
 
     def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        stop_process(self.process)
         self.log.close()
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
 @contextmanager
-def running_prometheus() -> Iterator[PrometheusServer]:
-    """A Prometheus of its own, with its exporter, whose alerts already fire as the fixture's do."""
+def running_prometheus(alertmanager: str | None = None) -> Iterator[PrometheusServer]:
+    """A Prometheus of its own, with its exporter, whose alerts already fire as the fixture's do (and
+    go to `alertmanager`, host:port, when given)."""
     binary = prometheus_binary()
     if binary is None:
         missing_server("no prometheus binary on this machine (.ci/run installs Debian's prometheus)")
     exporter = Exporter()
-    server = PrometheusServer(binary, exporter.port)
+    server = PrometheusServer(binary, exporter.port, alertmanager)
     try:
         server.wait_until_firing(firing_in_fixture())
         yield server

@@ -16,9 +16,8 @@ reader can see it, and the alert names what was cut in `cut`.
 from __future__ import annotations
 
 import math
-import queue
+import os
 import re
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,8 +28,9 @@ import httpx
 from pydantic import AfterValidator, BaseModel, Field, StringConstraints, TypeAdapter, ValidationError
 
 from tools.sources.errors import SourceError
+from tools.sources.http import first_problem, whole_answer
 from tools.sources.interfaces import MetricsSource, Settings
-from tools.sources.limits import MAX_BODY_BYTES, MAX_ITEM_CHARS, MAX_NAME_CHARS, clip, size_text
+from tools.sources.limits import MAX_BODY_BYTES, MAX_ITEM_CHARS, MAX_NAME_CHARS, clip
 
 AlertState = Literal["firing", "pending"]
 ALERT_STATES = get_args(AlertState)
@@ -126,13 +126,7 @@ MATRIX = TypeAdapter(Matrix)
 
 
 def _problem(exc: ValidationError, root: str) -> str:
-    """The first thing pydantic found wrong, where it was: `data.groups[0].rules: Input should be a valid list`."""
-    errors = exc.errors(include_url=False, include_input=False)
-    # A key or a tag in the answer can be as long as the answer: each part is cut to a name's length.
-    where = root + "".join(f"[{part}]" if isinstance(part, int) else f".{clip(str(part), MAX_NAME_CHARS)}"
-                           for part in errors[0]["loc"])
-    more = f" (and {len(errors) - 1} more problem(s))" if len(errors) > 1 else ""
-    return f"{where}: {clip(errors[0]['msg'], MAX_NAME_CHARS)}{more}"
+    return first_problem(exc.errors(include_url=False, include_input=False), root)
 
 
 def _clipped(values: dict[str, str], field: str, cut: list[str]) -> dict[str, str]:
@@ -148,6 +142,12 @@ def _clipped(values: dict[str, str], field: str, cut: list[str]) -> dict[str, st
 
 # When the tool call running in this context must end: every request of one call shares it.
 _call_deadline: ContextVar[float | None] = ContextVar("prometheus_call_deadline", default=None)
+
+
+def service_label(value: str | None = None) -> str:
+    """The alert label that names the service: `value` (a setting's), else
+    DIAGNOSIS_PROMETHEUS_SERVICE_LABEL, else `service`. Alertmanager's alerts are read by it too."""
+    return value or os.environ.get("DIAGNOSIS_PROMETHEUS_SERVICE_LABEL") or "service"
 
 
 def _timeout(raw: str | None) -> float:
@@ -170,7 +170,7 @@ class Prometheus(MetricsSource):
     def from_settings(cls, url: str, settings: Settings) -> Prometheus:
         if not url.startswith(("http://", "https://")):
             raise SourceError(f"DIAGNOSIS_PROMETHEUS_URL must be an http:// or https:// URL, got {url!r}")
-        return cls(url, service_label=settings["DIAGNOSIS_PROMETHEUS_SERVICE_LABEL"] or "service",
+        return cls(url, service_label=service_label(settings["DIAGNOSIS_PROMETHEUS_SERVICE_LABEL"]),
                    timeout=_timeout(settings["DIAGNOSIS_PROMETHEUS_TIMEOUT"]))
 
     def __init__(self, url: str, *, service_label: str = "service", timeout: float = 5.0,
@@ -221,51 +221,10 @@ class Prometheus(MetricsSource):
                               f"{_problem(exc, 'data')}") from None
 
     def _whole_answer(self, path: str, params: dict[str, Any]) -> tuple[int, bytes]:
-        """The status and body of one GET, all of it within the timeout and within the deadline of
-        the call it belongs to. The request runs in a thread of its own, so a server that keeps
-        sending a little (each read within httpx's timeout) is given up on at the deadline; the
-        thread stops at its next read."""
+        """The status and body of one GET, within the timeout and within the deadline of the call it belongs to."""
         deadline = min(time.monotonic() + self.timeout, _call_deadline.get() or math.inf)
-        if deadline <= time.monotonic():
-            raise SourceError(self._timed_out(path))
-        answers: queue.SimpleQueue = queue.SimpleQueue()
-
-        def fetch() -> None:
-            try:
-                answers.put(self._read(path, params, deadline))
-            except Exception as exc:  # raised again in the caller's thread below
-                answers.put(exc)
-
-        threading.Thread(target=fetch, name=f"prometheus {path}", daemon=True).start()
-        try:
-            outcome = answers.get(timeout=max(0.0, deadline - time.monotonic()))
-        except queue.Empty:
-            raise SourceError(self._timed_out(path)) from None
-        if isinstance(outcome, Exception):
-            raise outcome
-        return outcome
-
-    def _timed_out(self, path: str) -> str:
-        return (f"Prometheus at {self.url} timed out on {path}: the call had no whole answer within "
-                f"{self.timeout:g} s")
-
-    def _read(self, path: str, params: dict[str, Any], deadline: float) -> tuple[int, bytes]:
-        try:
-            with self.client.stream("GET", path, params=params) as response:
-                body = bytearray()
-                for chunk in response.iter_bytes():
-                    body += chunk
-                    if len(body) > MAX_BODY_BYTES:
-                        raise SourceError(f"Prometheus at {self.url} answered {path} with more than "
-                                          f"{size_text(MAX_BODY_BYTES)}, the most an answer may be")
-                    if time.monotonic() > deadline:
-                        raise SourceError(self._timed_out(path))
-                return response.status_code, bytes(body)
-        except httpx.TimeoutException:
-            raise SourceError(self._timed_out(path)) from None
-        except httpx.HTTPError as exc:
-            raise SourceError(f"Prometheus at {self.url} could not be reached on {path}: "
-                              f"{type(exc).__name__}: {clip(str(exc), MAX_NAME_CHARS)}") from None
+        return whole_answer(self.client, f"Prometheus at {self.url}", path, params, deadline=deadline,
+                            timeout=self.timeout, max_bytes=MAX_BODY_BYTES)
 
     def _rules(self) -> list[AlertingRule]:
         rules = self._get("/api/v1/rules", RULES, type="alert")
