@@ -111,13 +111,11 @@ def gold_output(example: dspy.Example):
     return ExecutorOutput(claims=claims), ParseStatus(status="valid", detail="the gold output"), refused
 
 
-def best_per_case(candidates: list[Row]) -> Row | None:
-    """The best candidate on each case: how far choosing demos case by case could reach."""
-    if not candidates:
-        return None
-    best = Row("best per case", "reference", "the best candidate on each case (no single program does this)")
-    for run in candidates[0].runs:
-        runs = [r for c in candidates for r in c.runs if r.case_id == run.case_id and r.split == run.split]
+def best_per_case(programs: list[Row]) -> Row:
+    """The best program (uncompiled or compiled) on each case: how far choosing demos case by case could reach."""
+    best = Row("best per case", "reference", "the best program, uncompiled or compiled, on each case (no single program does this)")
+    for run in programs[0].runs:
+        runs = [r for c in programs for r in c.runs if r.case_id == run.case_id and r.split == run.split]
         best.runs.append(replace(max(runs, key=lambda r: r.score), label=best.label))
     return best
 
@@ -230,8 +228,7 @@ def main(argv: list[str] | None = None) -> int:
         with dspy.context(lm=lm, adapter=adapter_for(lm), callbacks=[*dspy.settings.callbacks, calls]):
             baseline, candidates, programs = run_candidates(args, lm, train, held, evidence, calls, repeats)
         references = reference_rows(train + held, evidence)
-    best_row = best_per_case([c for c in candidates if c.runs])
-    rows = [baseline, *candidates, *references, *([best_row] if best_row else [])]
+    rows = [baseline, *candidates, *references, best_per_case([baseline, *(c for c in candidates if c.runs)])]
     before = baseline.scores("held-out")
     gains = {r.label: paired_gain(before, r.scores("held-out")) for r in rows if r is not baseline and r.runs}
     chosen, why = choose(baseline, candidates, gains)

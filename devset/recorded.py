@@ -35,9 +35,11 @@ from tools.declaration import Toolbox
 from tools.recorder import ToolInvocationRecorder, render_observations
 
 # The gatekeeper is the core: a citation that is not real earns nothing else. Every other part measures
-# something a user sees, and optimize.py reports how the parts correlate over a run.
-WEIGHTS = {"gatekeeper": 0.20, "verdict": 0.15, "refs": 0.20, "polarity": 0.15, "facts": 0.10, "scope": 0.10,
-           "consistent": 0.05, "whole": 0.05}
+# something a user sees, and optimize.py reports how the parts correlate over a run. "verdict" holds
+# the scope checks: as a part of its own, scope was the verdict's bit on all 80 runs of the committed
+# run (results/20261201T184632Z).
+WEIGHTS = {"gatekeeper": 0.20, "verdict": 0.25, "refs": 0.20, "polarity": 0.15, "facts": 0.10, "consistent": 0.05,
+           "whole": 0.05}
 
 
 @dataclass
@@ -131,9 +133,15 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
         feedback.append("no claims: the executor stated nothing")
 
     verdict = "REJECT" if gate.severity == "reject" else "PASS" if gate.severity == "none" and verifiable else "LOW_CONFID"
-    parts["verdict"] = float(verdict == case["expected_verdict"])
-    if not parts["verdict"]:
+    if verdict != case["expected_verdict"]:
         feedback.append(f"code verdict {verdict}, expected {case['expected_verdict']}")
+    hits = mentions(" ".join(c.claim_text for c in claims), [t.casefold() for t in case["forbidden_terms"]])
+    if hits:
+        feedback.append(f"forbidden terms in claims: {', '.join(hits)}")
+    problems = narrow_problems(claims) if recorded.scope.narrow else []
+    feedback.extend(problems)
+    # The right verdict, reached in scope: an answer that strays or over-claims is not the one asked for.
+    parts["verdict"] = float(verdict == case["expected_verdict"] and not hits and not problems)
 
     recall, missed = citation_recall(case["expected_refs"], gate, recorded.invocations)
     wrong_hits = wrong_citations(case["wrong_refs"], gate, recorded.invocations)
@@ -156,14 +164,6 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
     parts["facts"] = 1 - len(missing) / len(case["required_facts"]) if case["required_facts"] else 1.0
     if missing:
         feedback.append(f"no verifiable claim text states {', '.join(missing)}")
-
-    hits = mentions(" ".join(c.claim_text for c in claims), [t.casefold() for t in case["forbidden_terms"]])
-    if hits:
-        feedback.append(f"forbidden terms in claims: {', '.join(hits)}")
-    problems = narrow_problems(claims) if recorded.scope.narrow else []
-    feedback.extend(problems)
-    # A claim code would block proves nothing, so staying in scope earns nothing either.
-    parts["scope"] = float(bool(verifiable) and not hits and not problems)
 
     contradictions = contradicted([m.description for m in output.missing_info], verifiable, recorded.names)
     parts["consistent"] = float(not contradictions)

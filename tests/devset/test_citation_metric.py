@@ -95,4 +95,12 @@ def test_a_blocked_claim_loses_the_verdict_and_everything_it_would_have_shown(ev
     output = gold(recorded)
     output["claims"][0]["evidence_bindings"][0]["source_invocation_id"] = 999
     scored = score(recorded, output)
-    assert {"gatekeeper", "verdict", "scope"} <= lost(scored) and scored.verdict == "REJECT"
+    assert {"gatekeeper", "verdict"} <= lost(scored) and scored.verdict == "REJECT"
+
+
+def test_a_third_claim_on_a_narrow_question_costs_the_verdict(evidence):
+    recorded = evidence["some_lines_checkout_en"]
+    output = gold(recorded)
+    output["claims"] = [dict(output["claims"][0], claim_id=f"claim-{n}") for n in (1, 2, 3)]
+    scored = score(recorded, output)
+    assert lost(scored) == {"verdict"} and any("3 claims for a narrow question" in f for f in scored.feedback)
