@@ -158,8 +158,9 @@ def correlation_table(payload: dict) -> Table:
             for i, name in enumerate(names)]
     flagged = "; ".join(f"{pair['a']} and {pair['b']} agree on {number(pair.get('agreement'), 3)} of runs"
                         for pair in correlation.get("same_bit") or [])
+    constant = ", ".join(correlation.get("constant") or []) or "none"
     intro = (f"Pearson correlation of the parts over {correlation.get('runs', '-')} scored runs. "
-             f"(Nearly) the same bit, flagged: {flagged or 'no pair'}.")
+             f"(Nearly) the same bit, flagged: {flagged or 'no pair'}. Constant on this run: {constant}.")
     return Table("Correlation of the metric parts", ["part", *names], rows, intro=intro,
                  numeric=frozenset(range(1, len(names) + 1)), marked=marked)
 

@@ -9,7 +9,7 @@ from itertools import combinations
 
 RESAMPLES = 2000
 INTERVAL = 0.90
-# Two parts that agree (as pass/fail) on this share of runs measure one thing.
+# Two parts that give the same value on this share of runs measure one thing.
 SAME_BIT = 0.97
 
 
@@ -37,11 +37,13 @@ def pearson(xs: list[float], ys: list[float]) -> float | None:
 
 
 def part_correlation(runs: list[dict[str, float]], names: list[str]) -> dict:
-    """Pearson correlation of every pair of parts over the runs, and the pairs that are one bit."""
+    """Pearson correlation of every pair of parts over the runs; the pairs that are one bit (the same
+    value on nearly every run); and the parts that never vary, which measure nothing on this run."""
     matrix = [[1.0 if a == b else pearson([r[a] for r in runs], [r[b] for r in runs]) for b in names] for a in names]
+    constant = [n for n in names if len({r[n] for r in runs}) == 1]
     same = []
-    for a, b in combinations(names, 2):
-        agreement = sum((r[a] >= 0.5) == (r[b] >= 0.5) for r in runs) / len(runs)
+    for a, b in combinations([n for n in names if n not in constant], 2):
+        agreement = sum(r[a] == r[b] for r in runs) / len(runs)
         if agreement >= SAME_BIT:
             same.append({"a": a, "b": b, "agreement": round(agreement, 3)})
-    return {"names": names, "matrix": matrix, "runs": len(runs), "same_bit": same}
+    return {"names": names, "matrix": matrix, "runs": len(runs), "same_bit": same, "constant": constant}

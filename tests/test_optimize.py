@@ -177,9 +177,12 @@ def test_paired_gain_and_its_interval():
 
 
 def test_two_parts_that_are_one_bit_are_flagged():
-    runs = [{"x": float(n % 2), "y": float(n % 2), "z": float(n % 3 == 0)} for n in range(30)]
-    found = part_correlation(runs, ["x", "y", "z"])
-    assert [(s["a"], s["b"]) for s in found["same_bit"]] == [("x", "y")]
+    runs = [{"x": float(n % 2), "y": float(n % 2), "z": float(n % 3 == 0), "share": (n % 2) * (0.5 + n % 4 / 8),
+             "never": 1.0} for n in range(30)]
+    found = part_correlation(runs, ["x", "y", "z", "share", "never"])
+    # "share" is high exactly where x is, but its values differ: correlated, not the same bit.
+    assert [(s["a"], s["b"]) for s in found["same_bit"]] == [("x", "y")] and found["matrix"][0][3] > 0.9
+    assert found["constant"] == ["never"]
     assert found["matrix"][0][1] == 1.0 and abs(found["matrix"][0][2]) < 0.5
     assert part_correlation([{"x": 1.0, "y": 0.0}, {"x": 1.0, "y": 1.0}], ["x", "y"])["matrix"][0][1] is None
 
