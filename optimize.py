@@ -240,6 +240,12 @@ def main(argv: list[str] | None = None) -> int:
     if chosen is not None and gains[chosen.label]["low"] > 0:
         meta["saved"] = recorded["meta"].get("saved") if recorded else str(save_program(programs[chosen.label], run_id, base_lm))
     meta["wall_seconds"] = recorded["meta"]["wall_seconds"] if recorded else round(time.perf_counter() - started, 1)
+    if recorded:
+        # A replay takes no time worth reporting: each case keeps the seconds the recorded run measured.
+        measured = {(r["label"], r["case_id"]): r["seconds"] for r in recorded["runs"]}
+        for row in rows:
+            for run in row.runs:
+                run.seconds = measured.get((run.label, run.case_id), run.seconds)
     payload = payload_of(meta, rows, gains)
     (out / "results.json").write_text(json.dumps(payload, ensure_ascii=False, indent=2), encoding="utf-8")
     write_report(out, payload)
