@@ -23,7 +23,7 @@ from pathlib import Path
 
 import httpx
 
-from program.entry.audit import AuditStore
+from program.store.audit import AuditStore
 from program.evidence import gatekeeper, matching
 from signatures.contracts import MAX_EXCERPT_CHARS, Claim, EvidenceBinding, ExecutorOutput
 from tools.declaration import Toolbox

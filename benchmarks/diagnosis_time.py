@@ -27,7 +27,7 @@ import dspy
 
 from devset import load_cases
 from program.entry.api import diagnose
-from program.entry.audit import AuditStore
+from program.store.audit import AuditStore
 from program.evidence.scope import mentions
 from program.lm.engine import EMBEDDED, lm_spec, resolve_lm
 from program.lm.pipeline import Diagnosis

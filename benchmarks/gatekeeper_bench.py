@@ -23,7 +23,7 @@ import re
 import time
 from collections import Counter
 
-from program.entry.audit import AuditStore
+from program.store.audit import AuditStore
 from program.evidence import gatekeeper
 from program.evidence.matching import canonical, significant_chars
 from signatures.contracts import MAX_ITEMS, Claim, EvidenceBinding, ExecutorOutput

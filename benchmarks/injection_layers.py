@@ -130,7 +130,7 @@ def stopped_by(result, store) -> str:
 
 
 def measure_layers() -> dict:
-    from program.entry.audit import AuditStore
+    from program.store.audit import AuditStore
 
     data = json.loads(VARIANTS.read_text(encoding="utf-8"))
     table = {}

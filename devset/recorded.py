@@ -16,7 +16,7 @@ import dspy
 
 from devset.gold import gold_executor_output, gold_tool_calls
 from devset.metric import citation_recall, contradicted, cut_short, narrow_problems, polarity, wrong_citations
-from program.entry.audit import AuditStore
+from program.store.audit import AuditStore
 from program.evidence.checks import check_citations
 from program.evidence.relevance import Target, question_target
 from program.evidence.scope import Scope, mentions, read_scope

@@ -1,6 +1,6 @@
 import pytest
 
-from program.entry.audit import AuditStore
+from program.store.audit import AuditStore
 from program.entry.server import SETTINGS as SERVE_SETTINGS
 from program.evidence.language import SETTING as LANGUAGE
 from tools.functions import TOOLBOX

@@ -11,7 +11,7 @@ from devset.gold import gold_executor_output
 from optimization.candidates import STRATA, stratified, stratum
 from optimization.statistics import paired_gain, part_correlation
 from program.entry.api import diagnose
-from program.entry.audit import AuditStore
+from program.store.audit import AuditStore
 from program.lm.compiled import newest_compiled
 from tests.support.good_lm import pass_all
 from tests.support.scripted import ScriptedEngine, field_value

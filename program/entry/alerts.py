@@ -22,7 +22,7 @@ from typing import Annotated, Literal
 import httpx
 from pydantic import AwareDatetime, BaseModel, Field, StringConstraints, TypeAdapter, ValidationError
 
-from program.entry.audit import CLAIMED, PENDING, storable, this_process
+from program.store.audit import CLAIMED, PENDING, storable, this_process
 from program.evidence.injection import instruction_in
 from program.evidence.language import answer_language, say
 from signatures.contracts import MAX_TEXT_CHARS, DiagnosisSession, Finding, Language

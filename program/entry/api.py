@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from program.entry.audit import AuditStore, storable
+from program.store.audit import AuditStore, storable
 from program.evidence.language import answer_language
 from program.lm.adapter import adapter_for
 from program.lm.compiled import load_program

@@ -22,7 +22,7 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from program.entry.audit import (
+from program.store.audit import (
     INTERNAL_ERROR,
     MAX_ID,
     TRACEBACK,

@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from program.entry.audit import TRACEBACK, AuditStore, AuditStoreError
+from program.store.audit import TRACEBACK, AuditStore, AuditStoreError
 from program.evidence.characters import BIDI_CONTROLS, ZERO_WIDTH
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from program.evidence.matching import canonical, match_excerpt

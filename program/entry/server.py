@@ -35,7 +35,7 @@ from pydantic import BaseModel, Field
 
 from program.entry import page
 from program.entry.alerts import AlertError, WebhookPayload, alert_language, alert_name, queued_session
-from program.entry.audit import AuditStore, AuditStoreError
+from program.store.audit import AuditStore, AuditStoreError
 from program.entry.workers import QueueFull, Workers
 from program.lm.engine import is_embedded
 from signatures.contracts import MAX_TEXT_CHARS, DiagnosisResult, DiagnosisSession, Language, ToolInvocation

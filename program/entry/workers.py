@@ -19,7 +19,7 @@ from collections.abc import Callable
 import dspy
 
 from program.entry.api import diagnose
-from program.entry.audit import AuditStore, AuditStoreError
+from program.store.audit import AuditStore, AuditStoreError
 from signatures.contracts import DiagnosisResult, DiagnosisSession
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import dspy
 
-from program.entry.audit import AuditStore
+from program.store.audit import AuditStore
 from program.lm.engine import describe_identity, lm_identity
 from program.lm.pipeline import Diagnosis
 from signatures.contracts import Finding

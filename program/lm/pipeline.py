@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 import dspy
 from dspy.utils.callback import BaseCallback
 
-from program.entry.audit import INTERNAL_ERROR, TRACEBACK, AuditStore, this_process
+from program.store.audit import INTERNAL_ERROR, TRACEBACK, AuditStore, this_process
 from program.evidence.answer import contexts, deterministic_answer, fact_line, scan_answer
 from program.evidence.checks import Checked, check_citations
 from program.evidence.language import question_language, say

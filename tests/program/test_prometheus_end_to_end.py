@@ -7,7 +7,7 @@ import pytest
 from devset.gold import refs_in
 from program.entry import cli
 from program.entry.api import diagnose
-from program.entry.audit import AuditStore
+from program.store.audit import AuditStore
 from signatures.contracts import DiagnosisResult
 from tests.support.good_lm import good_lm
 from tests.support.prometheus_server import firing_in_fixture, running_prometheus

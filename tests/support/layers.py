@@ -16,6 +16,7 @@ LAYERS = {
     "signatures.demos": "lm",
     "tools": "tools",
     "program.evidence": "evidence",
+    "program.store": "store",  # the audit store: what the LM stages and the entry points write to
     "program.lm": "lm",
     "program": "entry",
     "devset": "devset",
@@ -26,10 +27,7 @@ LAYERS = {
     "scripts": "anywhere",
     "tests": "anywhere",
 }
-RANK = {"contracts": 0, "tools": 1, "evidence": 2, "lm": 3, "entry": 4, "devset": 5, "optimization": 6}
-# Issue 16 part B moves the audit store out of program/entry/; these two arrows go with it, and so
-# does this exception.
-AUDIT_STORE_IN_ENTRY = {("program.lm.pipeline", "program.entry.audit"), ("program.lm.compiled", "program.entry.audit")}
+RANK = {"contracts": 0, "tools": 1, "evidence": 2, "store": 3, "lm": 4, "entry": 5, "devset": 6, "optimization": 7}
 
 
 def project_modules(root: Path) -> dict[str, Path]:

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from program.entry import cli
-from program.entry.audit import AuditStore
+from program.store.audit import AuditStore
 from signatures.contracts import DiagnosisResult
 from tests.program.test_prometheus_end_to_end import PLAN, QUESTION, cite_the_alert
 from tests.support.good_lm import good_lm

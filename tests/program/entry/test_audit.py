@@ -18,7 +18,7 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from devset import load_cases
-from program.entry.audit import AuditStore, AuditStoreError, this_process
+from program.store.audit import AuditStore, AuditStoreError, this_process
 from program.lm.pipeline import Diagnosis
 from signatures.contracts import (
     DiagnosisSession,

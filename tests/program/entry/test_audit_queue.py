@@ -13,7 +13,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from program.entry.api import diagnose
-from program.entry.audit import AuditStore, SessionIdRefused, this_process
+from program.store.audit import AuditStore, SessionIdRefused, this_process
 from signatures.contracts import DiagnosisSession, Finding
 from tests.support.alert_lm import alert_lm
 
@@ -106,7 +106,7 @@ def test_workers_in_eight_threads_claim_each_pending_session_exactly_once(queue_
 def test_a_pending_row_that_cannot_be_read_is_marked_failed_and_does_not_block_the_queue(queue_url):
     from sqlalchemy import update
 
-    from program.entry.audit import SessionRow
+    from program.store.audit import SessionRow
 
     store = AuditStore(queue_url)
     store.enqueue(pending("broken"))

@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from program.entry import cli
-from program.entry.audit import AuditStore
+from program.store.audit import AuditStore
 from signatures.contracts import DiagnosisResult, DiagnosisSession
 from tests.support.good_lm import good_lm
 

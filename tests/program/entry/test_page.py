@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from devset.gold import find_ref
 from program.entry import cli
 from program.entry.api import diagnose
-from program.entry.audit import AuditStore
+from program.store.audit import AuditStore
 from program.entry.page import POLICY, render_session, router
 from tests.support.browser import chromium, run_chromium
 from tests.support.good_lm import good_lm

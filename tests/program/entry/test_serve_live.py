@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from program.entry import cli
-from program.entry.audit import AuditStore
+from program.store.audit import AuditStore
 from tests.support.alert_lm import alert_lm
 from tests.support.alertmanager_server import running_alertmanager
 from tests.support.prometheus_server import (

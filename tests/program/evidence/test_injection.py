@@ -13,7 +13,7 @@ from unittest import mock
 
 import pytest
 
-from program.entry.audit import AuditStore
+from program.store.audit import AuditStore
 from program.evidence.answer import scan_answer
 from program.evidence.injection import addresses_the_model, normalised, restated_instruction
 from program.evidence.verdict import RESTATED_INSTRUCTION

@@ -5,7 +5,7 @@ import dspy
 import pytest
 from pydantic import Field
 
-from program.entry.audit import AuditStore
+from program.store.audit import AuditStore
 from program.evidence.citations import Menu
 from program.lm.adapter import (
     SCHEMA_PATCH,

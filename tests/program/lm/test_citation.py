@@ -10,7 +10,7 @@ from devset import load_devset
 from devset.gold import gold_executor_output, gold_plan, gold_tool_calls
 from devset.recorded import record
 from program.entry.api import diagnose
-from program.entry.audit import AuditStore
+from program.store.audit import AuditStore
 from program.evidence import gatekeeper
 from program.evidence.checks import check_citations
 from program.evidence.citations import Menu

@@ -106,7 +106,7 @@ def test_repeated_diagnoses_replay_exactly(tmp_path, cases):
     """The second asking of a question repeats at least its planner's request; a replay of both
     diagnoses, repeats included, gives the same verdicts, answers and token counts."""
     from program.entry.api import diagnose
-    from program.entry.audit import AuditStore
+    from program.store.audit import AuditStore
     from tests.support.good_lm import good_lm
 
     case = cases["high_memory_positive"]
