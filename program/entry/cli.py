@@ -32,7 +32,7 @@ from program.store.audit import (
     storable,
 )
 from program.evidence.gatekeeper import UNKNOWN_LABEL
-from signatures.contracts import DiagnosisResult, DiagnosisSession
+from signatures.contracts import DiagnosisResult, DiagnosisSession, ExecutorAttempt
 
 STAGE_LABELS = {
     "preflight": "checking the language model",
@@ -170,42 +170,7 @@ def print_audit(console: Console, record: DiagnosisSession, invocations) -> None
         else:
             console.print(f"  [cyan]note {_plain(note.rule)}[/]: {_clip(note.message, 200)}")
     for attempt in record.executor_attempts:
-        gate = attempt.gatekeeper_result
-        console.print(f"\n[bold]executor attempt {attempt.attempt}[/]  parse={attempt.parse_status.status}  "
-                      f"gatekeeper={gate.status}/{gate.severity}  failed_rules={_plain(gate.failed_rules)}")
-        if attempt.retry_context:
-            console.print(f"  retry_context: {_plain(attempt.retry_context.failed_rules)}")
-        if attempt.parse_status.status != "valid":
-            console.print(f"  parse detail: {_clip(attempt.parse_status.detail, 200)}")
-        by_owner: dict[str, list] = {}
-        for cb in gate.checked_bindings:
-            by_owner.setdefault(cb.claim_id or f"action {cb.action_id}", []).append(cb)
-        claims = attempt.executor_output.claims if attempt.executor_output else []
-        for number, claim in enumerate(claims):
-            console.print(f"  claim {_plain(claim.claim_id)} ({claim.claim_type}): {_plain(claim.claim_text)}")
-            labels = [b for b in attempt.drafts[number].evidence_bindings
-                      if isinstance(b, str)] if number < len(attempt.drafts) else []
-            if labels:
-                console.print(f"    pointed at: {_plain(', '.join(labels))}")
-            for cb in by_owner.pop(claim.claim_id, []):
-                console.print(_plain(f"    cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: "
-                                     f"{cb.evidence_excerpt!r}"))
-                if cb.status == "pass":
-                    console.print(f"      gatekeeper found: {_plain(repr(cb.matched_text))}")
-                    if cb.context and cb.context != cb.matched_text:
-                        console.print(f"      in its clause (what the verifier judged): {_plain(repr(cb.context))}")
-                else:
-                    console.print(f"      [red]{cb.severity} {_plain(cb.rule)}[/]: {_plain(cb.message)}")
-        for owner, cbs in by_owner.items():
-            for cb in cbs:
-                console.print(_plain(f"  {owner} cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: "
-                                     f"{cb.status} {cb.rule or ''}"))
-        for finding in gate.errors:
-            # Records from before refused labels lost their index still carry one for them.
-            if finding.binding_index is None or finding.rule == UNKNOWN_LABEL:
-                console.print(f"  [red]{_plain(finding.rule)}[/]: {_plain(finding.message)}")
-        for warning in gate.warnings:
-            console.print(f"  [yellow]{_plain(warning.rule)}[/]: {_plain(warning.message)}")
+        _print_attempt(console, attempt)
     if record.self_evaluation:
         ev = record.self_evaluation.verifier_evaluation
         console.print(f"\n[bold]verifier[/] verdict={ev.verdict} groundedness={ev.groundedness_score} reason={_clip(ev.reason, 160)}")
@@ -225,6 +190,45 @@ def print_audit(console: Console, record: DiagnosisSession, invocations) -> None
     for stage, u in record.usage.items():
         usage.add_row(_plain(stage), str(u.lm_calls), str(u.prompt_tokens), str(u.completion_tokens), f"{u.seconds:.1f}")
     console.print(usage)
+
+
+def _print_attempt(console: Console, attempt: ExecutorAttempt) -> None:
+    gate = attempt.gatekeeper_result
+    console.print(f"\n[bold]executor attempt {attempt.attempt}[/]  parse={attempt.parse_status.status}  "
+                  f"gatekeeper={gate.status}/{gate.severity}  failed_rules={_plain(gate.failed_rules)}")
+    if attempt.retry_context:
+        console.print(f"  retry_context: {_plain(attempt.retry_context.failed_rules)}")
+    if attempt.parse_status.status != "valid":
+        console.print(f"  parse detail: {_clip(attempt.parse_status.detail, 200)}")
+    by_owner: dict[str, list] = {}
+    for cb in gate.checked_bindings:
+        by_owner.setdefault(cb.claim_id or f"action {cb.action_id}", []).append(cb)
+    claims = attempt.executor_output.claims if attempt.executor_output else []
+    for number, claim in enumerate(claims):
+        console.print(f"  claim {_plain(claim.claim_id)} ({claim.claim_type}): {_plain(claim.claim_text)}")
+        labels = [b for b in attempt.drafts[number].evidence_bindings
+                  if isinstance(b, str)] if number < len(attempt.drafts) else []
+        if labels:
+            console.print(f"    pointed at: {_plain(', '.join(labels))}")
+        for cb in by_owner.pop(claim.claim_id, []):
+            console.print(_plain(f"    cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: "
+                                 f"{cb.evidence_excerpt!r}"))
+            if cb.status == "pass":
+                console.print(f"      gatekeeper found: {_plain(repr(cb.matched_text))}")
+                if cb.context and cb.context != cb.matched_text:
+                    console.print(f"      in its clause (what the verifier judged): {_plain(repr(cb.context))}")
+            else:
+                console.print(f"      [red]{cb.severity} {_plain(cb.rule)}[/]: {_plain(cb.message)}")
+    for owner, cbs in by_owner.items():
+        for cb in cbs:
+            console.print(_plain(f"  {owner} cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: "
+                                 f"{cb.status} {cb.rule or ''}"))
+    for finding in gate.errors:
+        # Records from before refused labels lost their index still carry one for them.
+        if finding.binding_index is None or finding.rule == UNKNOWN_LABEL:
+            console.print(f"  [red]{_plain(finding.rule)}[/]: {_plain(finding.message)}")
+    for warning in gate.warnings:
+        console.print(f"  [yellow]{_plain(warning.rule)}[/]: {_plain(warning.message)}")
 
 
 def _write_page(path: str, record: DiagnosisSession, invocations, errors: Console) -> int:

@@ -28,6 +28,9 @@ class Cite(dspy.Module):
     ExecutorOutput), `parse_status`, `drafts` (the claims as the LM wrote them), `refused`
     (labels that name no citation) and `error` (the LM stage's failure, or None)."""
 
+    # The stage's name in the record: its usage key and the stem of its rules (a recorded name).
+    usage_key = "executor"
+
     def __init__(self, max_tokens: int = 900):
         super().__init__()
         self.predict = dspy.Predict(CiteEvidence, max_tokens=max_tokens)
@@ -52,10 +55,10 @@ class Cite(dspy.Module):
                                 retry_context=retry_context, observations=render_observations(invocations))
         except dspy.AdapterParseError as exc:
             parts, parse = salvage_executor_output(exc.lm_response, tuple(signature.output_fields))
-            return self._result(parts, parse, menu, error=stage_error("executor", exc))
+            return self._result(parts, parse, menu, error=stage_error(self.usage_key, exc))
         except Exception as exc:  # an LM error or timeout: nothing was cited
             return self._result(ExecutorOutput(), ParseStatus(status="invalid", detail=(
-                f"executor LM call failed: {type(exc).__name__}")), error=stage_error("executor", exc))
+                f"executor LM call failed: {type(exc).__name__}")), error=stage_error(self.usage_key, exc))
         parts = {name: list(getattr(pred, name, None) or []) for name in ("claims", *LISTS)}
         return self._result(parts, ParseStatus(status="valid", detail="parsed executor evidence contract"), menu)
 

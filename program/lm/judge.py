@@ -1,0 +1,60 @@
+"""The judge stage: the verifier's predictor with its demos, and the verdict. Code checks come
+first; the verifier LM judges only the claims that code could still verify, one at a time."""
+
+from __future__ import annotations
+
+import dspy
+
+from program.evidence.answer import contexts
+from program.evidence.checks import Checked
+from program.evidence.verdict import enforce
+from program.lm.adapter import judgement_patch
+from program.lm.run import Run, ask
+from program.lm.second_look import second_look
+from signatures.contracts import Claim, ClaimJudgement, Finding
+from signatures.demos import judge_demos
+from signatures.diagnosis import JudgeClaim
+from tools.recorder import call_text
+
+
+class Judge(dspy.Predict):
+    """A predictor itself, so that a saved program names it `verifier` as it always has."""
+
+    usage_key = "verifier"
+
+    def __init__(self):
+        super().__init__(JudgeClaim, max_tokens=120)
+        self.demos = judge_demos()
+
+    def step(self, run: Run, checked: Checked):
+        """The verifier's evaluation and the claims' results (`enforce`'s verdict table)."""
+        gate, claims, blockers = checked.gate, checked.claims, checked.blockers
+        judgements: dict[str, ClaimJudgement] = {}
+        verifier_ran = False
+        if gate.severity == "none":
+            second_look(run, [c for c in claims if c.claim_id not in blockers and c.claim_id not in checked.failed],
+                        blockers)
+            for claim in checked.verifiable:
+                verifier_ran = True
+                judgement = self.judge(run, claim)
+                if judgement is not None:
+                    judgements[claim.claim_id] = judgement
+        _failed_lookups(run)
+        stage_errors = [e for e in run.errors if e.rule.startswith(("lm.", "tools."))]
+        return enforce(gate, claims, judgements, blockers, stage_errors, verifier_ran=verifier_ran)
+
+    def judge(self, run: Run, claim: Claim) -> ClaimJudgement | None:
+        pred = ask(run, self.usage_key, self, question=run.question, claim=f"{claim.claim_type}: {claim.claim_text}",
+                   excerpts=contexts(claim, run.cited), config=run.config(judgement_patch))
+        return None if pred is None else ClaimJudgement.judged(claim.claim_id, pred.judgement, pred.reason)
+
+
+def _failed_lookups(run: Run) -> None:
+    """A failed lookup of current fact leaves the question unanswered where it asked: an alert whose
+    lookup failed is not answered by a log line, so it caps the verdict like a failed LM stage. A
+    failed runbook lookup (indirect evidence, never grounds for PASS) is only noted."""
+    for inv in run.failed_calls():
+        declaration = run.toolbox.get(inv.tool_name)
+        finding = Finding(rule="tools.call_failed", message=f"#{inv.id} {call_text(inv)} failed: "
+                          f"{inv.retrieval_details.message or 'no message'}")
+        (run.errors if declaration is None or declaration.evidence == "direct" else run.record.notes).append(finding)

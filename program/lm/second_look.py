@@ -1,0 +1,47 @@
+"""The second look: a verified "nothing found" is only as good as the search behind it, whose words
+a small LM chose. Before a negative observation may be verified, code searches the target's own
+lines again with the question's words, and a plausible match blocks the all-clear."""
+
+from __future__ import annotations
+
+from program.evidence.relevance import question_words
+from program.evidence.verdict import SECOND_LOOK_SHARE, ranked_lines, second_look_blocker
+from program.lm.run import Run
+from signatures.contracts import Claim, Finding
+
+
+def second_look(run: Run, claims: list[Claim], blockers: dict[str, list[Finding]]) -> None:
+    """Adds a blocker to each negative observation among `claims` that a new search contradicts."""
+    words = question_words(run.question, run.catalog)
+    looked: dict[tuple[str, str | None], tuple[list[str], str | None]] = {}
+    for claim in claims:
+        if claim.claim_type != "negative_observation":
+            continue
+        possible, failed = [], None
+        for tool in sorted({ref.tool_name for ref in run.cited.get(claim.claim_id, []) if ref.no_hit}):
+            declaration = run.toolbox.get(tool)
+            if declaration is None or declaration.second_look is None:
+                continue
+            for service in run.target.services or (None,):
+                if (tool, service) not in looked:
+                    looked[tool, service] = _look_again(run, declaration, words, service)
+                lines, problem = looked[tool, service]
+                possible += lines
+                failed = failed or problem
+        if finding := second_look_blocker(claim.claim_id, possible, failed):
+            blockers.setdefault(claim.claim_id, []).append(finding)
+            run.possible_matches.extend(line for line in possible if line not in run.possible_matches)
+
+
+def _look_again(run: Run, declaration, words: str, service: str | None) -> tuple[list[str], str | None]:
+    arguments = {declaration.second_look: words, "min_share": SECOND_LOOK_SHARE}
+    if service is not None and "service" in declaration.tool_arguments:
+        arguments["service"] = service
+    invocation = run.recorder.call(declaration.name, **arguments)
+    run.record.notes.append(Finding(rule="verdict.second_look_search", message=(
+        f"before an all-clear, code searched again with the question's words: #{invocation.id} "
+        f"{declaration.name}({', '.join(f'{k}={v!r}' for k, v in arguments.items())}) -> "
+        f"{invocation.retrieval_details.evidence_status}")))
+    if invocation.retrieval_details.evidence_status == "failed":
+        return [], invocation.retrieval_details.message or "the search failed"
+    return ranked_lines(invocation, declaration.items), None
