@@ -1,3 +1,5 @@
+"""The audit store's backends, for the store's own tests and the entry points' that run against PostgreSQL."""
+
 import os
 import uuid
 
