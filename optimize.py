@@ -34,7 +34,7 @@ from devset.recorded import WEIGHTS, Recorded, output_of, record, score_output  
 from devset.rule import LookupRule  # noqa: E402
 from optimization.candidates import DEFAULT, OPTIMIZERS, SAVABLE, Settings, compile_candidate  # noqa: E402
 from optimization.experiment import CaseRun, Calls, Progress, Row, evaluate, say  # noqa: E402
-from optimization.replay import ReplayError, differences, read_run  # noqa: E402
+from optimization.replay import RECORDED_ARGS, ReplayError, differences, read_run  # noqa: E402
 from optimization.report import screenshot, write_report  # noqa: E402
 from optimization.statistics import INTERVAL, RESAMPLES, paired_gain, part_correlation  # noqa: E402
 from program.lm.adapter import adapter_for  # noqa: E402
@@ -44,10 +44,6 @@ from program.lm.engine import lm_spec, resolve_lm  # noqa: E402
 from program.lm.transcript import recording_lm, replaying_lm  # noqa: E402
 from tools.catalog import active_catalog  # noqa: E402
 from tools.functions import TOOLBOX  # noqa: E402
-
-RECORDED_ARGS = ("lm", "optimizers", "k", "threshold", "gepa_calls", "gepa_val", "mipro_trials", "teacher",
-                 "reflection_lm", "train_scores")
-
 
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="python optimize.py")
@@ -151,7 +147,7 @@ def run_candidates(args, lm, train, held, evidence, calls, repeats) -> tuple[Row
     return baseline, rows, programs
 
 
-def choose(baseline: Row, rows: list[Row], gains: dict) -> tuple[Row | None, str]:
+def choose(rows: list[Row], gains: dict) -> tuple[Row | None, str]:
     ranked = sorted((r for r in rows if r.runs and r.label in SAVABLE),
                     key=lambda r: (r.mean("held-out") or 0, r.mean("train") or 0), reverse=True)
     if not ranked:
@@ -203,7 +199,11 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     source = Path(args.replay) if args.replay else out
     base_lm = resolve_lm(args.lm)
-    lm = replaying_lm(base_lm, source / "transcript.jsonl") if args.replay else recording_lm(base_lm, out / "transcript.jsonl")
+    try:
+        lm = replaying_lm(base_lm, source / "transcript.jsonl") if args.replay else recording_lm(base_lm, out / "transcript.jsonl")
+    except ValueError as exc:  # a transcript line that is no entry
+        print(f"python optimize.py: error: --replay {source}: {exc}", file=sys.stderr)
+        return 2
     # The teacher and the reflection model answer from the same transcript, so a replay needs none of them.
     args.teacher_lm = lm if args.teacher and args.replay else (recording_lm(resolve_lm(args.teacher), out / "transcript.jsonl")
                                                              if args.teacher else None)
@@ -231,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     rows = [baseline, *candidates, *references, best_per_case([baseline, *(c for c in candidates if c.runs)])]
     before = baseline.scores("held-out")
     gains = {r.label: paired_gain(before, r.scores("held-out")) for r in rows if r is not baseline and r.runs}
-    chosen, why = choose(baseline, candidates, gains)
+    chosen, why = choose(candidates, gains)
     meta = {"run_id": run_id, "lm": lm_spec(args.lm), "lm_identity": lm_identity(base_lm), "k": args.k,
             "cores": os.cpu_count(), "train_cases": len(train), "held_out_cases": len(held),
             "chosen": chosen.label if chosen else None, "why": why, "saved": None,

@@ -78,16 +78,21 @@ def _hard(record: dict, where: str) -> dict:
 
 @contextmanager
 def devset_world():
-    """The tools answer from the devset's world while the block runs (the sources are keyed by setting)."""
-    before = os.environ.get("DIAGNOSIS_WORLD")
+    """The tools answer from the devset's world, and from it alone, while the block runs: a setting
+    that points a tool elsewhere (a real Prometheus, a log directory) is set aside, or candidates would
+    be scored against another world's evidence. The sources are keyed by setting."""
+    from tools.sources.active import SETTINGS
+
+    before = {name: os.environ.pop(name, None) for name in SETTINGS}
     os.environ["DIAGNOSIS_WORLD"] = str(WORLD)
     try:
         yield
     finally:
-        if before is None:
-            os.environ.pop("DIAGNOSIS_WORLD", None)
-        else:
-            os.environ["DIAGNOSIS_WORLD"] = before
+        for name, value in before.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def load_devset(directory: Path | str | None = None, hard: Path | str | None = None) -> list[dict]:

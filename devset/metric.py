@@ -1,48 +1,27 @@
-"""The devset metric for whole diagnoses, built from deterministic parts only.
-
-score = 0.30 verdict match + 0.20 gatekeeper pass + 0.15 no forbidden term in claims or answer
-      + 0.10 narrow-scope bound + 0.15 citation recall + 0.10 required facts,
-where the forbidden-term and scope parts count only for a run with a claim whose citations all
-passed: output that says nothing earns nothing for saying nothing wrong,
-with feedback naming every failed part and why (for a failed gatekeeper, its rules and messages).
-It scores whole diagnoses: optimize.py's final comparison on the held-out split (`--pipeline`).
-The optimizer's own metric is the executor-level one in devset/recorded.py.
+"""What the devset's metric reads in an output, as deterministic parts (devset/recorded.py weighs
+them): the refs its passing citations cite, the polarity of a claim, missing_info that contradicts a
+claim, a claim cut at the length cap, the narrow-scope bound; and the offline gatekeeper-reject
+fixture, checked without an LM.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from program.evidence.gatekeeper import check
 from program.evidence.statements import CLEARED_WORDS, fold, negated
+from program.evidence.scope import mentions
 from program.lm.adapter import TEXT_MAX_CHARS
-from program.evidence.scope import mentions, read_scope
 from signatures.contracts import (
     NARROW_MAX_CLAIMS,
     NARROW_MIN_CLAIMS,
     NARROW_TYPES,
     Claim,
-    DiagnosisResult,
     ExecutorOutput,
     GatekeeperResult,
     ToolInvocation,
 )
-from tools.catalog import active_catalog
 from tools.declaration import Toolbox
-
-WEIGHTS = {"verdict": 0.30, "gatekeeper": 0.20, "forbidden": 0.15, "scope": 0.10, "recall": 0.15, "facts": 0.10}
-
-
-@dataclass
-class Breakdown:
-    parts: dict[str, float] = field(default_factory=dict)
-    feedback: list[str] = field(default_factory=list)
-    forbidden_hits: list[str] = field(default_factory=list)
-
-    @property
-    def score(self) -> float:
-        return round(sum(WEIGHTS[k] * v for k, v in self.parts.items()), 4)
-
 
 def _ref_text(invocations: dict[int, ToolInvocation], inv_id: int | None, raw_path: str | None) -> str | None:
     inv = invocations.get(inv_id) if inv_id is not None else None
@@ -114,50 +93,6 @@ def contradicted(missing_info: list[str], claims: list[Claim], names: tuple[str,
 def cut_short(claims: list[Claim]) -> list[str]:
     """Claims whose text reached the length the response schema allows: the LM was cut off mid-claim."""
     return [c.claim_id for c in claims if len(c.claim_text) >= TEXT_MAX_CHARS]
-
-
-def score_run(case: dict, result: DiagnosisResult, invocations: list[ToolInvocation]) -> Breakdown:
-    out = Breakdown()
-    gate: GatekeeperResult = result.gatekeeper_result
-    claims = [c.claim for c in result.claims]
-
-    out.parts["verdict"] = float(result.verdict == case["expected_verdict"])
-    if not out.parts["verdict"]:
-        out.feedback.append(f"verdict {result.verdict}, expected {case['expected_verdict']}")
-
-    expected_gate = "fail" if case["expected_verdict"] == "REJECT" else "pass"
-    out.parts["gatekeeper"] = float(gate.status == expected_gate)
-    if gate.status == "fail" and expected_gate == "pass":
-        details = "; ".join(f"{e.rule}: {e.message}" for e in gate.errors[:4])
-        out.feedback.append(f"gatekeeper {gate.severity}: {details}")
-
-    terms = [t.casefold() for t in case["forbidden_terms"]]
-    text = " ".join(c.claim_text for c in claims) + " " + result.answer
-    out.forbidden_hits = mentions(text, terms)
-    out.parts["forbidden"] = float(not out.forbidden_hits)
-    if out.forbidden_hits:
-        out.feedback.append(f"forbidden terms in claims or answer: {', '.join(out.forbidden_hits)}")
-
-    problems = narrow_problems(claims) if read_scope(case["question"], active_catalog()).narrow else []
-    out.feedback.extend(problems)
-    out.parts["scope"] = float(not problems)
-
-    passed = {cb.claim_id for cb in gate.checked_bindings if cb.status == "pass"}
-    failed = {cb.claim_id for cb in gate.checked_bindings if cb.status != "pass"}
-    if not (passed - failed) and case["expected_verdict"] != "REJECT":
-        out.parts["forbidden"] = out.parts["scope"] = 0.0
-        out.feedback.append("no claim has all its citations passed, so scope and forbidden-term checks earn nothing")
-
-    out.parts["recall"], missed = citation_recall(case["expected_refs"] or [], gate, invocations)
-    out.feedback.extend(f"no passing citation of the {r['tool_name']} ref containing {' or '.join(map(repr, r['needles']))}" for r in missed)
-
-    verified_text = " ".join(c.claim.claim_text for c in result.claims if c.verification_status == "verified")
-    facts = case["required_facts"] or []
-    missing = [f for f in facts if f.casefold() not in verified_text.casefold()]
-    out.parts["facts"] = 1 - len(missing) / len(facts) if facts else 1.0
-    if missing:
-        out.feedback.append(f"verified claims lack: {', '.join(missing)}")
-    return out
 
 
 @dataclass

@@ -7,6 +7,11 @@ import json
 from pathlib import Path
 
 
+# What a run records of its flags, so that a replay runs the same procedure.
+RECORDED_ARGS = ("lm", "optimizers", "k", "threshold", "gepa_calls", "gepa_val", "mipro_trials", "teacher",
+                 "reflection_lm", "train_scores")
+
+
 class ReplayError(ValueError):
     """The run folder cannot be replayed; the message says what is missing."""
 
@@ -18,8 +23,13 @@ def read_run(folder: Path) -> dict:
         raise ReplayError(f"--replay {folder}: cannot read its results.json: {exc}") from None
     if not (folder / "transcript.jsonl").is_file():
         raise ReplayError(f"--replay {folder}: it has no transcript.jsonl to replay")
-    if not isinstance(payload, dict) or not isinstance(payload.get("meta", {}).get("args"), dict):
-        raise ReplayError(f"--replay {folder}: its results.json does not say how the run was made")
+    meta = payload.get("meta") if isinstance(payload, dict) else None
+    args = meta.get("args") if isinstance(meta, dict) else None
+    wanted = {"run_id": str, "wall_seconds": (int, float)}
+    if (not isinstance(args, dict) or any(not isinstance(meta.get(k), t) for k, t in wanted.items())
+            or any(k not in args for k in RECORDED_ARGS) or not isinstance(payload.get("runs"), list)):
+        raise ReplayError(f"--replay {folder}: its results.json does not say how the run was made "
+                          f"(meta.run_id, meta.wall_seconds, meta.args with {', '.join(RECORDED_ARGS)}, and runs)")
     return payload
 
 

@@ -1,5 +1,6 @@
 """python optimize.py end to end with scripted LMs: what it compiles, scores, saves and replays."""
 
+import html
 import json
 
 import dspy
@@ -9,6 +10,7 @@ import optimize
 from devset import load_devset
 from devset.gold import gold_executor_output
 from optimization.candidates import STRATA, stratified, stratum
+from optimization.report import gain_text
 from optimization.statistics import paired_gain, part_correlation
 from program.entry.api import diagnose
 from program.store.audit import AuditStore
@@ -79,9 +81,16 @@ def test_optimize_saves_a_program_for_its_lm_and_diagnose_uses_it_only_there(run
     assert evaluated == 3 * len(DEVSET)
     assert results["meta"]["model_calls"] + results["meta"]["repeats_served"] == evaluated + train
     assert results["meta"]["repeats_served"] == train
-    assert {p: len(m) for p, m in results["correlation"].items() if p == "matrix"} == {"matrix": 7}
-    for name in ("report.md", "report.html", "transcript.jsonl", "results.json"):
-        assert (run_dir / name).stat().st_size > 0
+    # The scripted learner is all right or all wrong: its parts move together, and the ones it never
+    # fails measure nothing on this run.
+    correlation = results["correlation"]
+    assert correlation["constant"] == ["consistent", "whole"]
+    assert {"a": "gatekeeper", "b": "verdict", "agreement": 1.0} in correlation["same_bit"]
+    page = (run_dir / "report.html").read_text()
+    shown = gain_text(gain)
+    assert shown.startswith(f"{gain['gain']:+.3f}") and html.escape(shown) in page
+    assert shown.replace("[", "\\[") in (run_dir / "report.md").read_text()
+    assert all(row in page for row in by) and page.index("<svg") < page.index("<table")
 
     monkeypatch.setenv("DIAGNOSIS_COMPILED_DIR", str(tmp_path / "compiled"))
     assert newest_compiled() is not None
@@ -193,3 +202,19 @@ def test_bad_flags_exit_with_usage(flags):
     with pytest.raises(SystemExit) as exit_info:
         optimize.main(flags)
     assert exit_info.value.code == 2
+
+
+@pytest.mark.parametrize("damage", ["args", "transcript"])
+def test_a_damaged_run_folder_is_a_usage_error_not_a_traceback(run_optimize, capsys, damage):
+    _, run_dir = run_optimize({None: learner()}, "--optimizers", "labeled")
+    if damage == "args":
+        results = json.loads((run_dir / "results.json").read_text())
+        del results["meta"]["args"]["k"]
+        (run_dir / "results.json").write_text(json.dumps(results))
+        with pytest.raises(SystemExit) as exit_info:
+            optimize.main(["--replay", str(run_dir)])
+        assert exit_info.value.code == 2 and "does not say how the run was made" in capsys.readouterr().err
+    else:
+        (run_dir / "transcript.jsonl").write_text("{not json\n")
+        assert optimize.main(["--replay", str(run_dir)]) == 2
+        assert "is not a transcript entry" in capsys.readouterr().err

@@ -344,6 +344,10 @@ def _investigate(args, store: AuditStore, console: Console, errors: Console) -> 
 
     try:
         language = alert_language(args.language)
+    except ValueError as exc:  # DIAGNOSIS_LANGUAGE that cannot be used: bad usage
+        errors.print(f"error: {_plain(exc)}")
+        return 2
+    try:
         alerts = Alertmanager(args.alertmanager_url, timeout=args.timeout).firing(args.alertname, args.service)
     except SourceError as exc:
         errors.print(f"error: {_plain(exc)}")
@@ -376,7 +380,11 @@ def _serve(args, store: AuditStore, errors: Console) -> int:
     from program.entry.server import ServeSettings, serve
     from program.lm.engine import preflight, resolve_lm
 
-    settings = ServeSettings.from_env(language=args.language)
+    try:
+        settings = ServeSettings.from_env(language=args.language)
+    except ValueError as exc:  # a DIAGNOSIS_SERVE_* or DIAGNOSIS_LANGUAGE setting that cannot be used
+        errors.print(f"error: {_plain(exc)}")
+        return 2
     lm = resolve_lm(args.lm)
     problem = preflight(lm)
     if problem:
@@ -407,14 +415,10 @@ def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
             print_result(console, result)
         return 1 if _run_failed(result, errors) else 0
 
-    if args.command in ("investigate", "serve"):
-        try:
-            if args.command == "investigate":
-                return _investigate(args, store, console, errors)
-            return _serve(args, store, errors)
-        except ValueError as exc:  # a setting that cannot be used (DIAGNOSIS_LANGUAGE, DIAGNOSIS_SERVE_*)
-            errors.print(f"error: {_plain(exc)}")
-            return 2
+    if args.command == "investigate":
+        return _investigate(args, store, console, errors)
+    if args.command == "serve":
+        return _serve(args, store, errors)
 
     if args.command == "audit":
         record = store.get_session(args.session_id)

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Literal
 
+import anyio
 import dspy
 from fastapi import APIRouter, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -45,6 +46,8 @@ TOKEN = "DIAGNOSIS_API_TOKEN"
 DEFAULTS = {"DIAGNOSIS_SERVE_QUEUE": 100, "DIAGNOSIS_SERVE_CONCURRENCY": 4, "DIAGNOSIS_SERVE_MAX_BODY": 2**20}
 SETTINGS = (TOKEN, *DEFAULTS)
 MAX_LISTED = 1000
+# Threads beyond the queue's and the workers' for questions that are only to be refused.
+SPARE_THREADS = 8
 
 
 @dataclass(frozen=True)
@@ -230,14 +233,27 @@ def create_app(store: AuditStore, lm: dspy.BaseLM, settings: ServeSettings) -> F
     return app
 
 
+def _waiting_room(app: FastAPI) -> anyio.CapacityLimiter:
+    """Enough threads for every question the queue admits and every diagnosis running, and some to
+    spare, so that a question beyond the limit reaches its 503 at once instead of waiting for a thread."""
+    if getattr(app.state, "waiting_room", None) is None:
+        settings = app.state.settings
+        app.state.waiting_room = anyio.CapacityLimiter(settings.queue + settings.concurrency + SPARE_THREADS)
+    return app.state.waiting_room
+
+
 def _routes() -> APIRouter:
     router = APIRouter()
 
     @router.post("/v1/diagnose")
-    def diagnose_question(body: DiagnoseRequest, request: Request) -> DiagnosisResult:
+    async def diagnose_question(body: DiagnoseRequest, request: Request) -> DiagnosisResult:
+        app = request.app
         try:
-            return request.app.state.workers.diagnose_now(body.question,
-                                                          body.language or request.app.state.settings.language)
+            # Threads of its own: questions waiting for the model must never hold the threads that
+            # every other route (the webhook, /healthz) runs on.
+            return await anyio.to_thread.run_sync(app.state.workers.diagnose_now, body.question,
+                                                  body.language or app.state.settings.language,
+                                                  limiter=_waiting_room(app))
         except ValueError as exc:
             raise HTTPException(422, f"bad request: {exc}") from None
 

@@ -20,7 +20,7 @@ import dspy
 
 from program.entry.api import diagnose
 from program.store.audit import AuditStore, AuditStoreError
-from signatures.contracts import DiagnosisResult, DiagnosisSession
+from signatures.contracts import DiagnosisResult, DiagnosisSession, Finding
 
 log = logging.getLogger(__name__)
 # How often an idle worker looks for sessions that other servers queued.
@@ -122,6 +122,19 @@ class Workers:
             self._wake.wait(POLL_SECONDS)
             self._wake.clear()
 
+    def _fail(self, record: DiagnosisSession, exc: Exception) -> None:
+        """A claimed session whose run raised is recorded failed with the reason: left claimed, it would
+        hold a place in the queue for as long as this process lives, and never run."""
+        finding = Finding(rule="serve.run_failed", message=f"the diagnosis raised {type(exc).__name__}: {exc}"[:1000])
+        try:
+            # What the run stored before it raised stays, marked failed.
+            current = self.store.get_session(record.session_id) or record
+            if current.status in ("completed", "failed", "interrupted"):
+                return
+            self.store.save_session(current.model_copy(update={"status": "failed", "errors": [*current.errors, finding]}))
+        except AuditStoreError as fault:
+            log.error("session %s stays claimed: %s", record.session_id, fault)
+
     def _claim(self) -> DiagnosisSession | None:
         try:
             return self.store.claim_pending()
@@ -132,7 +145,8 @@ class Workers:
     def _run(self, record: DiagnosisSession) -> None:
         try:
             result = self._timed(record.query, record.language, record.session_id)
-        except Exception:  # a worker must outlive any one diagnosis; the store's faults included
+        except Exception as exc:  # a worker must outlive any one diagnosis; the store's faults included
             log.exception("session %s did not run", record.session_id)
+            self._fail(record, exc)
             return
         log.info("session %s: %s", record.session_id, result.verdict)

@@ -1,4 +1,5 @@
 import json
+import os
 import shutil
 
 import pytest
@@ -175,3 +176,18 @@ def test_a_broken_hard_cases_file_gives_a_clear_error(tmp_path):
     bad.write_text("[1, 2]\n", encoding="utf-8")
     with pytest.raises(DevsetError, match="not an object"):
         load_devset(hard=bad)
+
+
+def test_the_devset_world_sets_aside_settings_that_point_a_tool_elsewhere(tmp_path, monkeypatch):
+    from devset import devset_world, load_devset
+    from devset.recorded import record
+    from tools.catalog import active_catalog
+    from tools.functions import TOOLBOX
+
+    monkeypatch.setenv("DIAGNOSIS_LOGS_DIR", str(tmp_path))
+    monkeypatch.setenv("DIAGNOSIS_PROMETHEUS_URL", "http://127.0.0.1:9")
+    case = next(c for c in load_devset() if c["case_id"] == "some_lines_checkout_en")
+    with devset_world():
+        recorded = record([case], active_catalog(), TOOLBOX)[case["case_id"]]
+    assert "GET /api/v1/checkout/confirm took 3600ms" in recorded.observations
+    assert os.environ["DIAGNOSIS_LOGS_DIR"] == str(tmp_path) and "DIAGNOSIS_WORLD" not in os.environ

@@ -202,3 +202,51 @@ def test_settings_that_cannot_be_used_stop_serve_before_it_binds(monkeypatch, ca
     with pytest.raises(SystemExit) as usage:
         cli.main(["serve", "--port", "70000"])
     assert usage.value.code == 2 and "a port is at most 65535" in capsys.readouterr().err
+
+
+def test_questions_waiting_for_the_model_never_hold_the_threads_of_the_other_routes(store):
+    release = threading.Event()
+
+    def respond(stage, user, demos):
+        release.wait(30)
+        return answer(stage, user)
+
+    # More waiting questions than Starlette's thread pool (40) has threads, one slot: before, every
+    # other route timed out behind them.
+    app = create_app(store, scripted_lm(respond), settings(queue=60, concurrency=1))
+    with TestClient(app) as client:
+        answers: list[int] = []
+        askers = [threading.Thread(target=lambda: answers.append(
+            client.post("/v1/diagnose", json={"question": QUESTION}).status_code)) for _ in range(50)]
+        for asker in askers:
+            asker.start()
+        deadline = time.monotonic() + 10
+        while app.state.workers.queue_length() < 49 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert app.state.workers.queue_length() >= 49
+        others: list[int] = []
+        probe = threading.Thread(target=lambda: others.extend(
+            [client.get("/healthz").status_code,
+             client.post("/v1/alertmanager", json=webhook(firing(minute=7))).status_code]), daemon=True)
+        probe.start()
+        probe.join(5)
+        release.set()
+        assert others == [200, 202]
+        for asker in askers:
+            asker.join(60)
+    assert answers.count(200) == 50
+
+
+def test_a_queued_session_whose_run_raises_is_recorded_failed_and_leaves_the_queue(store, monkeypatch):
+    from program.entry import workers
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the store went away mid-run")
+
+    monkeypatch.setattr(workers, "diagnose", broken)
+    app = create_app(store, alert_lm(), settings())
+    with TestClient(app) as client:
+        accepted = client.post("/v1/alertmanager", json=webhook(firing(minute=5))).json()
+        record = wait_until_done(client, accepted["accepted"][0]["session_id"])
+    assert record["status"] == "failed" and store.count_queued() == 0
+    assert record["errors"][-1]["rule"] == "serve.run_failed" and "went away mid-run" in record["errors"][-1]["message"]
