@@ -37,11 +37,14 @@ from optimization.experiment import CaseRun, Calls, Progress, Row, evaluate, say
 from optimization.replay import RECORDED_ARGS, ReplayError, differences, read_run  # noqa: E402
 from optimization.report import screenshot, write_report  # noqa: E402
 from optimization.statistics import INTERVAL, RESAMPLES, paired_gain, part_correlation  # noqa: E402
+from program.evidence.citations import Menu  # noqa: E402
 from program.lm.adapter import adapter_for  # noqa: E402
+from program.lm.citation import Cite  # noqa: E402
 from program.lm.compiled import lm_identity, save_program  # noqa: E402
 from program.lm.embedding import QuestionEmbedder  # noqa: E402
 from program.lm.engine import lm_spec, resolve_lm  # noqa: E402
 from program.lm.transcript import recording_lm, replaying_lm  # noqa: E402
+from signatures.contracts import ExecutorOutput, ParseStatus  # noqa: E402
 from tools.catalog import active_catalog  # noqa: E402
 from tools.functions import TOOLBOX  # noqa: E402
 
@@ -100,9 +103,6 @@ def reference_rows(examples: list[dspy.Example], evidence: dict[str, Recorded]) 
 
 
 def gold_output(example: dspy.Example):
-    from program.evidence.citations import Menu
-    from signatures.contracts import ExecutorOutput, ParseStatus
-
     claims, refused = Menu(example.invocations).expand(example.claims)
     return ExecutorOutput(claims=claims), ParseStatus(status="valid", detail="the gold output"), refused
 
@@ -121,8 +121,6 @@ def run_candidates(args, lm, train, held, evidence, calls, repeats) -> tuple[Row
     planned = len(evaluated) * (1 + len(args.names))
     progress = Progress(planned)
     say("the uncompiled citation module (its shipped instruction and demos)")
-    from program.lm.citation import Cite
-
     baseline = Row("uncompiled", "uncompiled", "the shipped instruction and demos")
     baseline.runs = evaluate(Cite(), "uncompiled", evaluated, evidence, calls, progress, repeats)
     settings = Settings(k=args.k, threshold=args.threshold, gepa_calls=args.gepa_calls, gepa_val=args.gepa_val,
