@@ -69,7 +69,7 @@ def compile_candidate(name: str, train: list[dspy.Example], evidence: dict[str, 
     if name == "stratified":
         demos = stratified(train, evidence)
         student = dspy.LabeledFewShot(k=len(demos)).compile(base.deepcopy(), trainset=demos)
-        return student, (f"LabeledFewShot on {len(demos)} gold demos, one per stratum ({', '.join(STRATA)}): "
+        return student, (f"LabeledFewShot on {len(demos)} gold demos that show every stratum ({', '.join(STRATA)}): "
                          + ", ".join(d.case_id for d in demos))
     if name == "bootstrap":
         teacher = {"lm": settings.teacher} if settings.teacher is not None else None
