@@ -46,8 +46,8 @@ def stratum(recorded: Recorded) -> set[str]:
 
 
 def stratified(train: list[dspy.Example], evidence: dict[str, Recorded]) -> list[dspy.Example]:
-    """One gold demo per stratum, each the first training case that shows it and no demo chosen
-    before: an alert hit, a log hit, a no-hit and a distractor case."""
+    """Gold demos that together show every stratum (an alert hit, a log hit, a no-hit, a distractor
+    case): for each stratum no demo chosen so far shows, the first training case that shows it."""
     chosen: list[dspy.Example] = []
     for name in STRATA:
         shown = set().union(*(stratum(evidence[e.case_id]) for e in chosen)) if chosen else set()
