@@ -9,6 +9,7 @@ autoescape and `html.escape` in the figure, Markdown through `markdown_cell`.
 
 from __future__ import annotations
 
+import contextlib
 import html
 import math
 import os
@@ -17,6 +18,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,7 +26,7 @@ import jinja2
 from markupsafe import Markup
 
 FOLD_AT = 90  # characters of feedback shown before the fold
-LABEL_CHARS = 54  # characters of a row label the figure has room for; the full label is its tooltip
+LABEL_CHARS = 54  # columns of a row label the figure has room for; the full label is its tooltip
 CANDIDATE_COLOUR, REFERENCE_COLOUR = "#1f5fa8", "#b5651d"
 TICK_STEPS = (0.01, 0.02, 0.025, 0.05, 0.1, 0.2, 0.25, 0.5, 1.0, 2.0)
 
@@ -54,6 +56,12 @@ def write_report(out: Path, payload: dict) -> None:
 def screenshot(page: Path, png: Path, timeout: float = 60) -> str | None:
     """Render `page` to `png` at 1400x2000: None when it worked, else a one-line reason. Never raises,
     so a run never fails for its picture."""
+    if not page.is_file():
+        return f"no page at {page}"
+    try:
+        png.unlink(missing_ok=True)  # so that a picture of an earlier run never passes for this one's
+    except OSError as error:
+        return f"cannot replace {png}: {error.strerror}"
     reason, _ = run_chromium(page, [f"--screenshot={png.resolve()}", "--window-size=1400,2000",
                                     "--hide-scrollbars"], timeout)
     if reason is None and not (png.is_file() and png.stat().st_size > 0):
@@ -68,7 +76,7 @@ def run_chromium(page: Path, flags: list[str], timeout: float) -> tuple[str | No
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
     if binary is None:
         return "chromium is not installed (apt-get install chromium)", ""
-    with tempfile.TemporaryDirectory(prefix="report-chromium-") as profile:
+    with tempfile.TemporaryDirectory(prefix="report-chromium-", ignore_cleanup_errors=True) as profile:
         command = [binary, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
                    *flags, page.resolve().as_uri()]
         try:
@@ -76,12 +84,13 @@ def run_chromium(page: Path, flags: list[str], timeout: float) -> tuple[str | No
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         except OSError as error:
             return f"chromium could not start: {error}", ""
-        try:
-            stdout, stderr = child.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(child.pid, signal.SIGKILL)
-            child.communicate()
-            return f"chromium did not finish within {timeout:g} s", ""
+        with child:  # on the way out: its pipes closed, whatever still holds them, and it reaped
+            try:
+                stdout, stderr = child.communicate(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(child.pid, signal.SIGKILL)
+                return f"chromium did not finish within {timeout:g} s", ""
     if child.returncode != 0:
         last = (stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[-1]
         return f"chromium exited with {child.returncode}: {last[:200]}", ""
@@ -135,7 +144,7 @@ def summary_table(payload: dict) -> Table:
              gain_text(row.get("gain")), str((row.get("gain") or {}).get("cases", "-")),
              number(row.get("compile_seconds"), 0), row.get("note") or ""] for row in payload["rows"]]
     return Table("Summary", ["program", "kind", "train", "held-out", "held-out gain [interval]", "cases",
-                             "compile s", "note"], rows, numeric=frozenset({2, 3, 6}))
+                             "compile s", "note"], rows, numeric=frozenset({2, 3, 5, 6}))
 
 
 def parts_table(payload: dict) -> Table:
@@ -300,13 +309,24 @@ def figure_axis(axis: Axis, top: float, bottom: float, interval: float | None) -
     return parts
 
 
+def shortened(text: str, room: int) -> str:
+    """`text` cut to `room` columns with an ellipsis, a wide (CJK) character taking two."""
+    columns = [2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text]
+    if sum(columns) <= room:
+        return text
+    used, end = 1, 0
+    while used + columns[end] <= room:
+        used, end = used + columns[end], end + 1
+    return text[:end] + "…"
+
+
 def tick_text(tick: float) -> str:
     return "0" if tick == 0 else f"{tick:+.2f}"
 
 
 def figure_row(row: dict, axis: Axis, y: float, label_width: float) -> list[str]:
     label = row["label"]
-    short = label if len(label) <= LABEL_CHARS else label[:LABEL_CHARS - 1] + "…"
+    short = shortened(label, LABEL_CHARS)
     colour = CANDIDATE_COLOUR if row["kind"] == "candidate" else REFERENCE_COLOUR
     gain = row.get("gain") or {}
     parts = [f'<text x="{label_width - 12}" y="{y + 4:.1f}" text-anchor="end"><title>{html.escape(label)}</title>'

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 
 from optimization.report import FOLD_AT, gain_figure, run_chromium, screenshot, write_report
-from tests.optimization.sample import sample_payload
 from tests.support.servers import missing_server
 
 SVG = "{http://www.w3.org/2000/svg}"
@@ -60,8 +59,7 @@ def pixels_per_unit(svg: ET.Element) -> tuple[float, float]:
     return x0, scale
 
 
-def test_each_row_with_an_interval_has_one_error_bar_at_its_scaled_endpoints():
-    payload = sample_payload()
+def test_each_row_with_an_interval_has_one_error_bar_at_its_scaled_endpoints(payload):
     svg = figure(payload)
     x0, scale = pixels_per_unit(svg)
     bars = [line for line in svg.iter(f"{SVG}line") if line.get("class") == "interval"]
@@ -78,8 +76,8 @@ def test_each_row_with_an_interval_has_one_error_bar_at_its_scaled_endpoints():
         assert centre == pytest.approx(x0 + gain["gain"] * scale, abs=0.02)
 
 
-def test_the_zero_line_spans_every_row_and_the_axis_is_labelled():
-    svg = figure(sample_payload())
+def test_the_zero_line_spans_every_row_and_the_axis_is_labelled(payload):
+    svg = figure(payload)
     zero = svg.find(f"{SVG}line[@class='zero']")
     assert zero.get("x1") == zero.get("x2")
     rows_y = [float(line.get("y1")) for line in svg.iter(f"{SVG}line") if line.get("class") == "interval"]
@@ -89,8 +87,7 @@ def test_the_zero_line_spans_every_row_and_the_axis_is_labelled():
     assert "uncompiled" in texts and "0" in texts
 
 
-def test_candidates_and_reference_rows_are_drawn_differently():
-    payload = sample_payload()
+def test_candidates_and_reference_rows_are_drawn_differently(payload):
     svg = figure(payload)
     kinds = {r["label"]: r["kind"] for r in payload["rows"]}
     bars = [line for line in svg.iter(f"{SVG}line") if line.get("class") == "interval"]
@@ -100,8 +97,9 @@ def test_candidates_and_reference_rows_are_drawn_differently():
     assert looks["candidate"][0] != looks["reference"][0] and looks["candidate"][1] != looks["reference"][1]
 
 
-def hostile_payload() -> dict:
-    payload = sample_payload()
+@pytest.fixture
+def hostile(payload) -> dict:
+    """The sample, with LM-influenced text that would run script if it reached a page unescaped."""
     payload["rows"][1]["label"] = HOSTILE
     payload["runs"][0] |= {"label": HOSTILE, "case_id": HOSTILE, "feedback": HOSTILE + "\nsecond | line",
                            "rules": [HOSTILE]}
@@ -111,8 +109,8 @@ def hostile_payload() -> dict:
     return payload
 
 
-def test_hostile_text_is_shown_as_text_in_the_page(tmp_path):
-    page_text, _ = report(tmp_path, hostile_payload())
+def test_hostile_text_is_shown_as_text_in_the_page(tmp_path, hostile):
+    page_text, _ = report(tmp_path, hostile)
     page = Page(page_text)
     assert [tag for tag, _ in page.tags if tag in ("script", "img")] == []
     assert [attrs for _, attrs in page.tags if "onerror" in attrs] == []
@@ -122,20 +120,19 @@ def test_hostile_text_is_shown_as_text_in_the_page(tmp_path):
     assert HOSTILE in [t.text for t in svg_titles]
 
 
-def test_hostile_text_is_inert_in_the_markdown_and_keeps_the_table_shape(tmp_path):
-    _, md = report(tmp_path, hostile_payload())
+def test_hostile_text_is_inert_in_the_markdown_and_keeps_the_table_shape(tmp_path, hostile):
+    _, md = report(tmp_path, hostile)
     assert "<script" not in md and "<img" not in md
     assert re.search(r"(?<!\\)\[", md) is None  # no bracket opens a link or an image
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in md
     table = md.split("## Per case\n", 1)[1].strip().splitlines()
     width = len(re.split(r"(?<!\\)\|", table[0]))
-    assert len(table) == len(sample_payload()["runs"]) + 2  # head, rule, one line per run
+    assert len(table) == len(hostile["runs"]) + 2  # head, rule, one line per run
     assert all(len(re.split(r"(?<!\\)\|", line)) == width for line in table)
     assert "second \\| line" in table[2]  # the feedback folded onto its row's line, its pipe escaped
 
 
-def test_rows_without_numbers_render(tmp_path):
-    payload = sample_payload()
+def test_rows_without_numbers_render(tmp_path, payload):
     for row in payload["rows"]:
         row |= {"train": None, "held_out": None, "compile_seconds": None, "gain": None}
     payload["rows"][1]["gain"] = {"gain": 0.05, "low": None, "high": None, "cases": 40}
@@ -151,8 +148,8 @@ def test_rows_without_numbers_render(tmp_path):
     assert "| uncompiled | uncompiled | - | - | not measured | - | - |" in md
 
 
-def test_the_per_case_table_is_fixed_and_its_feedback_folds(tmp_path):
-    page_text, _ = report(tmp_path, sample_payload())
+def test_the_per_case_table_is_fixed_and_its_feedback_folds(tmp_path, payload):
+    page_text, _ = report(tmp_path, payload)
     style = re.search(r"<style>(.*?)</style>", page_text, re.S).group(1)
     assert re.search(r"table\.fixed \{[^}]*table-layout: fixed[^}]*width: 100%", style)
     assert re.search(r"th, td \{[^}]*overflow-wrap: anywhere", style)
@@ -160,14 +157,14 @@ def test_the_per_case_table_is_fixed_and_its_feedback_folds(tmp_path):
     assert cases.startswith('\n<table class="fixed">')
     widths = [int(w) for w in re.findall(r'<col style="width: (\d+)%">', cases.split("</colgroup>")[0])]
     assert len(widths) == 12 and sum(widths) == 100
-    long_feedback = sample_payload()["runs"][0]["feedback"]
+    long_feedback = payload["runs"][0]["feedback"]
     summary = re.search(r'<td class="fold"><details><summary>(.*?)</summary>(.*?)</details>', cases, re.S)
     assert [html.unescape(part) for part in summary.groups()] == [long_feedback[:FOLD_AT] + "…", long_feedback]
     assert '<td class="fold">all checks passed</td>' in cases  # short feedback is not folded
 
 
-def test_correlated_pairs_are_flagged_in_both_places(tmp_path):
-    page_text, md = report(tmp_path, sample_payload())
+def test_correlated_pairs_are_flagged_in_both_places(tmp_path, payload):
+    page_text, md = report(tmp_path, payload)
     assert re.findall(r'<td class="num flag">([^<]*)</td>', page_text) == ["0.97", "0.97"]
     assert "gatekeeper and facts_in_claim agree on 0.988 of runs" in page_text
     assert md.count("**0.97**") == 2
@@ -184,9 +181,9 @@ def chromium_or_skip() -> None:
         missing_server("chromium is not installed (apt-get install chromium)")
 
 
-def test_chromium_screenshots_the_sample_report_with_the_figure_before_the_tables(tmp_path):
+def test_chromium_screenshots_the_sample_report_with_the_figure_before_the_tables(tmp_path, payload):
     chromium_or_skip()
-    write_report(tmp_path, sample_payload())
+    write_report(tmp_path, payload)
     assert screenshot(tmp_path / "report.html", tmp_path / "report.png") is None
     assert png_size(tmp_path / "report.png") == (1400, 2000)
     assert (tmp_path / "report.png").stat().st_size > 20_000  # a page, not a blank
@@ -195,9 +192,8 @@ def test_chromium_screenshots_the_sample_report_with_the_figure_before_the_table
     assert "<svg" in dom and "<table" in dom and dom.index("<svg") < dom.index("<table")
 
 
-def test_the_page_never_runs_off_sideways_at_1400_px(tmp_path):
+def test_the_page_never_runs_off_sideways_at_1400_px(tmp_path, payload):
     chromium_or_skip()
-    payload = sample_payload()
     payload["runs"][0] |= {"feedback": "x" * 3000, "case_id": "c" * 200, "rules": ["rule.name_" * 40] * 5}
     write_report(tmp_path, payload)
     page = tmp_path / "report.html"
@@ -217,28 +213,33 @@ def fake_chromium(tmp_path: Path, monkeypatch, body: str) -> None:
     monkeypatch.setenv("PATH", str(binary.parent))
 
 
-def test_a_missing_chromium_is_a_reason_not_an_error(tmp_path, monkeypatch):
+def test_a_missing_chromium_is_a_reason_not_an_error(tmp_path, monkeypatch, payload):
     monkeypatch.setenv("PATH", str(tmp_path))
-    write_report(tmp_path, sample_payload())
+    write_report(tmp_path, payload)
     assert screenshot(tmp_path / "report.html", tmp_path / "report.png") == \
         "chromium is not installed (apt-get install chromium)"
     assert not (tmp_path / "report.png").exists()
 
 
-def test_a_failing_chromium_is_a_one_line_reason(tmp_path, monkeypatch):
+def test_a_failing_chromium_is_a_one_line_reason(tmp_path, monkeypatch, payload):
     fake_chromium(tmp_path, monkeypatch, 'echo "first" >&2; echo "Fontconfig error: no fonts" >&2; exit 3')
+    write_report(tmp_path, payload)
     assert screenshot(tmp_path / "report.html", tmp_path / "report.png") == \
         "chromium exited with 3: Fontconfig error: no fonts"
 
 
-def test_a_chromium_that_writes_nothing_is_a_reason(tmp_path, monkeypatch):
+def test_a_chromium_that_writes_nothing_is_a_reason_even_beside_an_earlier_picture(tmp_path, monkeypatch, payload):
     fake_chromium(tmp_path, monkeypatch, "exit 0")
+    write_report(tmp_path, payload)
+    (tmp_path / "report.png").write_bytes(b"\x89PNG an earlier run's")
     assert screenshot(tmp_path / "report.html", tmp_path / "report.png") == "chromium wrote no screenshot"
+    assert screenshot(tmp_path / "missing.html", tmp_path / "report.png") == f"no page at {tmp_path / 'missing.html'}"
 
 
-def test_a_hanging_chromium_is_stopped_with_its_children(tmp_path, monkeypatch):
+def test_a_hanging_chromium_is_stopped_with_its_children(tmp_path, monkeypatch, payload):
     pid_file = tmp_path / "child.pid"
     fake_chromium(tmp_path, monkeypatch, f"/bin/sleep 60 & echo $! > {pid_file}; wait")
+    write_report(tmp_path, payload)
     started = time.monotonic()
     assert screenshot(tmp_path / "report.html", tmp_path / "report.png", timeout=1) == \
         "chromium did not finish within 1 s"
@@ -258,3 +259,11 @@ def alive(pid: int, wait: float = 5) -> bool:
             return False
         time.sleep(0.05)
     return True
+
+
+def test_a_long_label_is_shortened_to_the_room_it_has_and_kept_whole_in_its_tooltip(payload):
+    payload["rows"][1]["label"] = "教师模型" * 20  # wide characters: two columns each
+    payload["rows"][2]["label"] = "teacher-" * 20
+    titles = {title.text: title.tail for title in figure(payload).iter(f"{SVG}title")}  # full label: shown
+    assert titles["教师模型" * 20] == "教师模型" * 6 + "教师" + "…"  # 26 wide characters fill 52 of 54 columns
+    assert titles["teacher-" * 20] == ("teacher-" * 7)[:53] + "…"
