@@ -55,7 +55,7 @@ def say(message: str) -> None:
 
 
 class Calls(BaseCallback):
-    """LM calls made, and how many of them the run's transcript answered as repeats."""
+    """Every LM call a run makes (dspy's callbacks see each one), repeats served from the transcript included."""
 
     def __init__(self):
         self.calls = 0
