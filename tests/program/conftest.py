@@ -1,20 +1,17 @@
 """The audit store's backends, for the store's own tests and the entry points' that run against PostgreSQL."""
 
-import os
 import uuid
 
 import pytest
 
-from tests.support.servers import missing_server
+from tests.support.postgres_server import postgres_server
 
 
-@pytest.fixture
+@pytest.fixture(scope="session")
 def postgres_url():
-    """Runs in every CI run: .ci/run starts a PostgreSQL server on loopback and sets the URL."""
-    url = os.environ.get("DIAGNOSIS_TEST_POSTGRES")
-    if not url:
-        missing_server("DIAGNOSIS_TEST_POSTGRES is not set: no PostgreSQL server on this machine (.ci/run starts one)")
-    return url
+    """The server .ci/run starts, or one of this session's own from Debian's binaries."""
+    with postgres_server() as url:
+        yield url
 
 
 @pytest.fixture(params=["sqlite", "postgresql"])
