@@ -95,6 +95,9 @@ class RetrievalDetails(Record):
     # What was searched and what the tool said, so a no-hit can be cited and audited.
     searched: dict[str, Any] = Field(default_factory=dict)
     message: str = ""
+    # What in the call's scope the search did not read (a file it could not open, the older part of
+    # a file past the read bound), each named. A search that did not read cannot prove absence.
+    unread: list[str] = Field(default_factory=list)
 
 
 class ToolInvocation(Record):

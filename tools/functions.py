@@ -135,6 +135,7 @@ def query_logs(query: str, service: str | None = None, level: str | None = None,
         "source": source.label,
         "unparsed_lines": hits.unparsed_lines,
         "skipped_files": hits.skipped_files,
+        "unread": list(hits.unread),
     }
 
 

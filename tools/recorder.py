@@ -67,11 +67,13 @@ def extract_retrieval_details(declaration: ToolDeclaration | None, output: Any) 
             for i, item in enumerate(items)
             if isinstance(item, Mapping)
         ]
+    unread = output.get("unread")
     return RetrievalDetails(
         evidence_status="supported" if refs else "no_evidence",
         evidence_refs=refs,
         searched=searched,
         message=message,
+        unread=[str(place) for place in unread] if isinstance(unread, list) else [],
     )
 
 

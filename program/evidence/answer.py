@@ -32,6 +32,7 @@ RAW_PATH = re.compile(RAW_PATH_IN_TEXT)
 NO_EVIDENCE_PHRASES = ("未检索到", "未找到", "没有找到", "无真实证据", "no real evidence", "no evidence", "not found")
 DUMP_CHARS = 100
 MAX_POSSIBLE_MATCHES = 5
+MAX_UNREAD_PLACES = 3
 MAX_ANSWER_CHARS = 800
 # Hedges about what is NOT confirmed are how an honest answer talks about hypotheses.
 HEDGE = re.compile(r"未确认|尚未确认|无法确认|不能确认|不确定|未经证实|not (?:yet )?confirmed|cannot confirm|unconfirmed",
@@ -137,12 +138,15 @@ def scan_answer(
 def deterministic_answer(verdict: Verdict, verified: list[Claim], failed_rules: list[str], *,
                          cited: dict[str, list[CitedRef]] | None = None, excluded_terms: tuple[str, ...] = (),
                          language: Language = "zh", possible_matches: list[str] | tuple[str, ...] = (),
-                         failed_calls: list[str] | tuple[str, ...] = ()) -> str:
+                         failed_calls: list[str] | tuple[str, ...] = (),
+                         unread: list[tuple[str, tuple[str, ...]]] | tuple = ()) -> str:
     """The answer code can always give. A verified claim is shown with the whole clauses it cites
     (`cited`: claim id -> what its passing bindings point at). A verified negative observation is
     stated as the searches that found nothing, never in the LM's words, nor with the tool's own
     no-hit message, which lists the catalog (and so may name what the user excluded): a no-hit
-    supports only "nothing matched". `failed_calls` are the lookups that failed. Written in `language`."""
+    supports only "nothing matched". `failed_calls` are the lookups that failed, `unread` the searches
+    that found nothing without reading every line in their scope, each with what went unread. Written
+    in `language`."""
     cited = cited or {}
     lines = [verdict_text(language, verdict)]
     in_scope = [c for c in verified if not mentions(fact_line(c, cited), excluded_terms)]
@@ -176,4 +180,14 @@ def deterministic_answer(verdict: Verdict, verified: list[Claim], failed_rules: 
     if calls:
         lines.append(say(language, "failed_calls"))
         lines.extend(f"- {call}" for call in calls)
+    incomplete = [(search, places) for search, places in unread if not mentions(search, excluded_terms)]
+    if incomplete:
+        lines.append(say(language, "unread"))
+        lines.extend(say(language, "unread_line", search=search, places=shown_places(places))
+                     for search, places in incomplete)
     return "\n".join(lines)
+
+
+def shown_places(places: tuple[str, ...]) -> str:
+    shown = ", ".join(places[:MAX_UNREAD_PLACES])
+    return shown + (f" (+{len(places) - MAX_UNREAD_PLACES})" if len(places) > MAX_UNREAD_PLACES else "")

@@ -89,6 +89,13 @@ def second_look_blocker(claim_id: str, possible: list[str], failed: str | None) 
     return None
 
 
+def unread_message(refs: list[CitedRef]) -> str:
+    """Why a no-hit that did not read every line in its scope cannot ground "nothing found"."""
+    parts = [f"{ref.searched} did not read {len(ref.unread)} place(s) in its scope (first: {ref.unread[0]})"
+             for ref in refs]
+    return "; ".join(parts) + ": a search that did not read every line cannot prove that nothing is there"
+
+
 def ranked_lines(invocation: ToolInvocation, items: str) -> list[str]:
     """The refs of an invocation, ERROR and WARN lines first."""
     output = invocation.output.get(items) if isinstance(invocation.output, dict) else None
@@ -112,6 +119,8 @@ class CitedRef:
     searched: str  # the call that was made, e.g. query_logs(query='HikariCP', service='inventory-service')
     backfilled: bool
     indirect: bool  # runbooks and knowledge: what to check, never what is happening now
+    # What in the scope of a search that found nothing went unread: such a no-hit proves no absence.
+    unread: tuple[str, ...] = ()
 
 
 def cited_refs(gate: GatekeeperResult, invocations: Iterable[ToolInvocation],
@@ -131,7 +140,8 @@ def cited_refs(gate: GatekeeperResult, invocations: Iterable[ToolInvocation],
             tool_name=inv.tool_name, text=text, context=cb.context or text, state=_item_state(inv, cb.raw_path),
             no_hit=cb.raw_path is None, backfilled=cb.backfilled,
             searched=call_text(inv),
-            indirect=declaration is None or declaration.evidence == "indirect"))
+            indirect=declaration is None or declaration.evidence == "indirect",
+            unread=tuple(details.unread) if cb.raw_path is None else ()))
     return cited
 
 
@@ -192,6 +202,8 @@ def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target
                                                      and negated(claim.claim_text)):
             block(claim, "verdict.no_hit_positive", "a search that found nothing can only support the statement "
                   "that nothing matched; this claim says more")
+        if unread := [ref for ref in refs if ref.no_hit and ref.unread]:
+            block(claim, "verdict.unread_search", unread_message(unread))
         if all(ref.backfilled for ref in refs):
             block(claim, "verdict.backfill_only", "every citation of this claim was auto-backfilled; backfill is "
                   "compatibility only and never grounds for PASS")

@@ -40,7 +40,8 @@ class Compose(dspy.Predict):
         fallback = deterministic_answer(verdict, verified, checked.gate.failed_rules, cited=run.cited,
                                         excluded_terms=run.scope.excluded_terms, language=run.language,
                                         possible_matches=run.possible_matches,
-                                        failed_calls=[call_text(inv) for inv in run.failed_calls()])
+                                        failed_calls=[call_text(inv) for inv in run.failed_calls()],
+                                        unread=run.unread_searches())
         if reason := composer_not_asked(verdict, verified, run.scope.narrow):
             return ComposerOutput(status="deterministic", user_facing_answer=fallback, reasons=[reason])
         pred = ask(run, self.usage_key, self, question=run.question,

@@ -135,6 +135,11 @@ class Run:
     def failed_calls(self) -> list[ToolInvocation]:
         return [inv for inv in self.recorder.invocations if inv.retrieval_details.evidence_status == "failed"]
 
+    def unread_searches(self) -> list[tuple[str, tuple[str, ...]]]:
+        """Searches that found nothing without reading every line in their scope, with what went unread."""
+        return [(call_text(inv), tuple(inv.retrieval_details.unread)) for inv in self.recorder.invocations
+                if inv.retrieval_details.evidence_status == "no_evidence" and inv.retrieval_details.unread]
+
     def _close(self, status: str, verdict: str, composer: ComposerOutput, evaluation=None) -> DiagnosisSession:
         record = self.record
         record.self_evaluation = SelfEvaluation(verifier_evaluation=evaluation) if evaluation else None
@@ -175,7 +180,8 @@ class Run:
             answer = say(self.language, "not_run", message=finding.message)
         else:
             answer = deterministic_answer("LOW_CONFID", [], [finding.rule], language=self.language,
-                                          failed_calls=[call_text(inv) for inv in self.failed_calls()])
+                                          failed_calls=[call_text(inv) for inv in self.failed_calls()],
+                                          unread=self.unread_searches())
         composer = ComposerOutput(status="fallback", user_facing_answer=answer, reasons=[finding.message])
         self._close("failed", "LOW_CONFID", composer)
         return self._prediction(DiagnosisResult(

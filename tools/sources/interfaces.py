@@ -76,6 +76,10 @@ class LogHits:
     notes: tuple[str, ...] = ()
     unparsed_lines: int = 0
     skipped_files: int = 0
+    # What in the query's scope the search did not read, each place named (a file it could not open,
+    # the part of a file past the read bound). A search that found nothing proves absence only when
+    # this is empty, so a source that cannot say what it read must say so here.
+    unread: tuple[str, ...] = ()
 
 
 class UnreadableQuery(ValueError):

@@ -59,6 +59,8 @@ class LogRecords:
     skipped_files: int = 0
     # What the reading left out or cut, each said in the message of every search.
     notes: tuple[str, ...] = ()
+    # Each place whose lines were not searched: a no-hit over them proves no absence.
+    unread: tuple[str, ...] = ()
 
 
 def parse_line(line: str) -> dict[str, Any] | None:
@@ -128,7 +130,7 @@ class RecordLogSource(LogSource):
             notes = (f"{found.unparsed} line(s) in the log files could not be parsed and were not searched "
                      f"(first: {', '.join(found.unparsed_where)})", *notes)
         return LogHits(logs=tuple(kept), total=len(scored), services=found.services, notes=notes,
-                       unparsed_lines=found.unparsed, skipped_files=found.skipped_files)
+                       unparsed_lines=found.unparsed, skipped_files=found.skipped_files, unread=found.unread)
 
 
 class LogDirectory(RecordLogSource):
@@ -212,9 +214,11 @@ class LogDirectory(RecordLogSource):
         if cut:
             notes.append(f"{len(cut)} line(s) longer than {MAX_ITEM_CHARS} characters were cut where marked "
                          f"and searched only that far ({places(cut)})")
+        unread = [*skipped, *(reading.partial for reading in readings if reading.partial),
+                  *(f"{where} (not parsed)" for where in unparsed), *(f"{where} (cut)" for where in cut)]
         return LogRecords(records=tuple(records), services=frozenset(r["service"] for r in records),
                           unparsed=len(unparsed), unparsed_where=tuple(unparsed[:NAMED_PLACES]),
-                          skipped_files=len(skipped), notes=tuple(notes))
+                          skipped_files=len(skipped), notes=tuple(notes), unread=tuple(unread))
 
 
 @dataclass
