@@ -24,7 +24,8 @@ from program.evidence.relevance import question_words
 from program.evidence.verdict import SECOND_LOOK_SHARE
 from tools.catalog import active_catalog
 from tools.functions import query_logs
-from tools.search import QUERY_STOPWORDS, fold, named_concepts
+from tools.folding import fold
+from tools.search import QUERY_STOPWORDS, named_concepts
 from tools.sources.active import active_sources
 
 QUESTIONS = Path(__file__).resolve().parent / "log_questions.json"
@@ -33,11 +34,11 @@ QUESTIONS = Path(__file__).resolve().parent / "log_questions.json"
 def substring_rule(query: str, service: str) -> list[str]:
     """The replaced rule: synonym groups as substrings, then every other word as a substring."""
     sources = active_sources()
-    records = sources.logs.records()
-    groups, remaining = named_concepts(query, sources.synonyms, records.services)
+    searched = sources.logs.searched(service)
+    groups, remaining = named_concepts(query, sources.synonyms, searched.services)
     words = [w for w in re.split(r"[\s,;，；、。]+", remaining) if len(w) >= 2 and w not in QUERY_STOPWORDS]
     found = []
-    for record in records.records:
+    for record in (r for lines in searched.parts for r in lines.records):
         text = fold(f"{record['level']} {record['service']} {record['message']}")
         if record["service"] != service or not all(any(t in text for t in g) for g in groups):
             continue

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 from tools.sources.active import active_sources
 from tools.sources.errors import SourceError
-from tools.sources.logs import LOG_LEVELS
+from tools.sources.logs.levels import LOG_LEVELS
 
 
 @dataclass(frozen=True)

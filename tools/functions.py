@@ -18,7 +18,7 @@ from tools.sources.active import active_sources
 from tools.sources.errors import SourceError
 from tools.sources.interfaces import LogQuery, UnreadableQuery
 from tools.sources.limits import MAX_ITEM_CHARS, MAX_REF_CHARS, clip, places
-from tools.sources.logs import LOG_LEVELS, normal_level
+from tools.sources.logs.levels import LOG_LEVELS, normal_level
 
 MAX_LOG_LIMIT = 200
 MAX_ALERTS = 50
@@ -35,6 +35,13 @@ def _check_service(service: Any) -> str | None:
     if not isinstance(service, str) or not service.strip():
         return "service must be a non-empty string"
     return None
+
+
+def _unknown_service(known: Iterable[str], service: str | None, source: str) -> list[str]:
+    """A search about a service its source does not know read nothing of it: its no-hit proves no absence."""
+    if service is None or service in set(known):
+        return []
+    return [f"the service {service!r} (the {source} source knows no such service)"]
 
 
 def _unknown_service_note(known: Iterable[str], service: str | None) -> str:
@@ -70,6 +77,7 @@ def query_metrics(service: str | None = None, alert_name: str | None = None, sta
             ]
             # A busy server can have hundreds of active alerts; each returned one is a ref and a sample query.
             alerts = metrics.with_samples(matched[:MAX_ALERTS])
+            unread: list[str] = []
             if alerts:
                 message = f"{len(matched)} alert(s) found" + (f", the first {len(alerts)} returned"
                                                               if len(alerts) < len(matched) else "")
@@ -80,14 +88,16 @@ def query_metrics(service: str | None = None, alert_name: str | None = None, sta
                                 f"{MAX_REF_CHARS} an alert) was cut where marked: {places(cut)}")
             else:
                 # A no-hit is evidence of one search: it names what was searched, never the catalog.
+                known = metrics.services()
                 message = (
                     f"未找到匹配的告警 (no alerts matched service={service!r}, alert_name={alert_name!r}, state={state!r})"
-                    f"{_unknown_service_note(metrics.services(), service)}"
+                    f"{_unknown_service_note(known, service)}"
                 )
+                unread = _unknown_service(known, service, "metrics")
     except SourceError as exc:
         return _failure("alerts", str(exc), searched, metrics.label)
     return {"success": True, "alerts": alerts, "total": len(matched), "message": message, "searched": searched,
-            "source": metrics.label}
+            "source": metrics.label, "unread": unread}
 
 
 def query_logs(query: str, service: str | None = None, level: str | None = None, limit: int = 20, *,
@@ -133,9 +143,8 @@ def query_logs(query: str, service: str | None = None, level: str | None = None,
         "message": message,
         "searched": searched,
         "source": source.label,
-        "unparsed_lines": hits.unparsed_lines,
         "skipped_files": hits.skipped_files,
-        "unread": list(hits.unread),
+        "unread": [*hits.unread, *_unknown_service(hits.services, service, "log")],
     }
 
 
@@ -186,10 +195,15 @@ def _alert_line(alert: Mapping[str, Any]) -> str:
 
 
 def log_text(log: Mapping[str, Any]) -> str:
-    stamp = str(log.get("timestamp", ""))
-    # The design quotes log lines as [HH:MM][LEVEL][service] message.
+    """A log line as one ref: `[HH:MM][LEVEL][service] message`, as the design quotes them, then the
+    line's other fields as key=value. A level the line's format does not give is `-`."""
+    stamp = str(log.get("timestamp") or "")
     clock = stamp[11:16] if len(stamp) >= 16 and stamp[10] in "T " else stamp
-    return clip(f"[{clock}][{log.get('level')}][{log.get('service')}] {log.get('message')}", MAX_REF_CHARS)
+    text = f"[{clock}][{log.get('level') or '-'}][{log.get('service')}] {log.get('message')}"
+    fields = log.get("fields")
+    if isinstance(fields, list) and fields:
+        text += "; " + ", ".join(f"{pair[0]}={pair[1]}" for pair in fields if isinstance(pair, list) and len(pair) == 2)
+    return clip(text, MAX_REF_CHARS)
 
 
 def block_text(block: Mapping[str, Any]) -> str:

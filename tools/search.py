@@ -13,7 +13,9 @@ is a concept matched by form, not spelling:
 
 from __future__ import annotations
 
+import bisect
 import functools
+import itertools
 import math
 import re
 import threading
@@ -121,13 +123,26 @@ def read_line(text: str) -> Line:
     return Line(text)
 
 
+@lru_cache(maxsize=262144)
+def stem(token: str) -> str:
+    with _lock:
+        return _stemmer().stemWord(token)
+
+
+def forms(folded: str) -> set[str]:
+    """A folded text's English word forms: the stem of each Latin word or number, and each two
+    adjacent ones written as one ("timed out" has "timeout")."""
+    stems = [stem(token) for token in ASCII_WORD.findall(folded)]
+    return set(stems) | {a + b for a, b in zip(stems, stems[1:])}
+
+
 class Line:
-    """A log line's text, read once for matching."""
+    """A log line's text, read once for matching. This is what a line matches, and `Index` finds
+    the same lines in many records at once."""
 
     def __init__(self, text: str):
         self.text = fold_words(text)
-        self.words = words(text)
-        self.forms = set(self.words) | {a + b for a, b in zip(self.words, self.words[1:])}
+        self.forms = forms(self.text)
 
     def has_word(self, word: str) -> bool:
         if not word.isascii():
@@ -155,9 +170,143 @@ def line_matches(line: Line, query: Query, min_share: float = 1.0) -> tuple[bool
     names no concept (with named concepts, the other words only rank). A smaller share (a second
     look for what a search may have missed) asks for that share of all concepts, at least one."""
     groups, hits = line.matched(query)
+    return _decide(query, groups, hits, min_share), hits
+
+
+def _decide(query: Query, groups: int, hits: int, min_share: float) -> bool:
     if min_share >= 1.0:
-        if groups < len(query.groups):
-            return False, hits
-        return bool(query.groups) or hits == len(query.words), hits
-    needed = max(1, math.ceil(min_share * query.concepts))
-    return groups + hits >= needed, hits
+        return groups == len(query.groups) and (bool(query.groups) or hits == len(query.words))
+    return groups + hits >= max(1, math.ceil(min_share * query.concepts))
+
+
+# Between two adjacent words of one record: anything but a Latin letter, a digit or a record's end.
+GAP = r"[^a-z0-9\n]+"
+# Texts are folded in slices of about this many characters to list their words.
+VOCABULARY_SLICE = 1 << 20
+
+
+class Index:
+    """Many records' texts, folded once, searched by regular expressions over the whole: a search
+    costs a scan in C per concept instead of reading every line in Python, and finds exactly the
+    records that `line_matches` accepts (tests/tools/test_search_index.py checks that)."""
+
+    def __init__(self, texts: list[str]):
+        folded = [fold_words(text) for text in texts]
+        self.size = len(folded)
+        self.text = "\n".join(folded)
+        self.starts = list(itertools.accumulate((len(f) + 1 for f in folded[:-1]), initial=0))
+        self._by_stem: dict[str, list[str]] | None = None
+        self._stems: list[str] = []
+
+    def _vocabulary(self) -> dict[str, list[str]]:
+        """Each stem of the texts' Latin words and numbers, with the words that have it."""
+        if self._by_stem is None:
+            tokens: set[str] = set()
+            at = 0
+            while at < len(self.text):
+                end = self.text.find("\n", at + VOCABULARY_SLICE)
+                end = len(self.text) if end < 0 else end
+                tokens.update(ASCII_WORD.findall(self.text, at, end))
+                at = end + 1
+            by_stem: dict[str, list[str]] = {}
+            for token in tokens:
+                by_stem.setdefault(stem(token), []).append(token)
+            self._by_stem, self._stems = by_stem, sorted(by_stem)
+        return self._by_stem
+
+    def _records(self, pattern: str) -> set[int]:
+        """The records in which the pattern matches."""
+        found: set[int] = set()
+        compiled = re.compile(pattern)
+        at = 0
+        while (match := compiled.search(self.text, at)) is not None:
+            record = bisect.bisect_right(self.starts, match.start()) - 1
+            found.add(record)
+            at = self.starts[record + 1] if record + 1 < self.size else len(self.text)
+        return found
+
+    def _stems_like(self, word: str) -> list[str]:
+        """The stems of the texts that `_same_word` takes for the word."""
+        by_stem = self._vocabulary()
+        same = [word] if word in by_stem else []
+        if word.isalpha():
+            shorter = range(max(MIN_PREFIX, len(word) - MAX_SUFFIX), len(word))
+            same += [word[:k] for k in shorter if word[:k] in by_stem and word[:k].isalpha()]
+            if len(word) >= MIN_PREFIX:
+                at = bisect.bisect_right(self._stems, word)
+                while at < len(self._stems) and self._stems[at].startswith(word):
+                    longer = self._stems[at]
+                    if len(longer) - len(word) <= MAX_SUFFIX and longer.isalpha():
+                        same.append(longer)
+                    at += 1
+        return same
+
+    def _tokens(self, stems: list[str]) -> str:
+        words = sorted({t for s in stems for t in self._vocabulary()[s]}, key=len, reverse=True)
+        return "|".join(re.escape(w) for w in words)
+
+    def _form_pattern(self, word: str, *, exact: bool) -> str | None:
+        """A pattern for the records that have the word among their forms (`exact`: spelled so, as a
+        query's two words written as one must be; else by `_same_word`)."""
+        by_stem = self._vocabulary()
+        single = ([word] if word in by_stem else []) if exact else self._stems_like(word)
+        patterns = [rf"(?<![a-z0-9])(?:{self._tokens(single)})(?![a-z0-9])"] if single else []
+        for k in range(1, len(word)):
+            if word[:k] not in by_stem:
+                continue
+            rest = ([word[k:]] if word[k:] in by_stem else []) if exact else self._pair_rests(word, word[:k])
+            if rest:
+                patterns.append(rf"(?<![a-z0-9])(?:{self._tokens([word[:k]])}){GAP}(?:{self._tokens(rest)})"
+                                r"(?![a-z0-9])")
+        return "|".join(patterns) or None
+
+    def _pair_rests(self, word: str, first: str) -> list[str]:
+        """The stems that follow `first` to make a form `_same_word` takes for the word."""
+        rest = word[len(first):]
+        candidates = {rest[:k] for k in range(1, len(rest) + 1)}
+        at = bisect.bisect_left(self._stems, rest)
+        while at < len(self._stems) and self._stems[at].startswith(rest):
+            candidates.add(self._stems[at])
+            at += 1
+        by_stem = self._vocabulary()
+        return [s for s in candidates if s in by_stem and _same_word(word, first + s)]
+
+    def _word_records(self, word: str) -> set[int]:
+        if not word.isascii():
+            return self._records(re.escape(word))
+        pattern = self._form_pattern(word, exact=False)
+        return self._records(pattern) if pattern else set()
+
+    def search(self, query: Query, min_share: float = 1.0) -> dict[int, int]:
+        """The records that match the query, each with its word hits (for ranking)."""
+        if not query.concepts:
+            return dict.fromkeys(range(self.size), 0) if _decide(query, 0, 0, min_share) else {}
+        groups = [self._records("|".join(re.escape(t) for t in sorted(group, key=len, reverse=True) if t))
+                  for group in query.groups]
+        words = [self._word_records(w) for w in query.words]
+        pairs = []
+        for first, second in zip(query.words, query.words[1:]):
+            pair = first + second
+            pattern = self._form_pattern(pair, exact=True) if pair.isascii() else None
+            pairs.append(self._records(pattern) if pattern else set())
+        if min_share >= 1.0 and groups:
+            candidates = set.intersection(*groups)
+        elif min_share >= 1.0:
+            # Every word is needed: each by itself or inside a pair with a neighbour.
+            covered = [words[i] | (pairs[i - 1] if i else set()) | (pairs[i] if i < len(pairs) else set())
+                       for i in range(len(words))]
+            candidates = set.intersection(*covered)
+        else:
+            candidates = set().union(*groups, *words, *pairs)
+        found = {}
+        for record in candidates:
+            hits, i = 0, 0
+            while i < len(query.words):
+                if i < len(pairs) and record in pairs[i]:
+                    hits, i = hits + 2, i + 2
+                    continue
+                hits += record in words[i]
+                i += 1
+            if _decide(query, sum(record in g for g in groups), hits, min_share):
+                found[record] = hits
+        return found

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from tools.sources.errors import SourceError
-from tools.sources.logs import LOG_LEVELS
+from tools.sources.logs.formats import parse_json
+from tools.sources.logs.levels import LOG_LEVELS
 from tools.sources.runbooks import Runbook, load_runbook
 
 DEFAULT_WORLD_DIR = Path(__file__).resolve().parent / "world"
@@ -59,6 +60,8 @@ def _require(record: Any, fields: tuple[str, ...], where: str) -> None:
 
 
 def _load_logs(path: Path) -> list[dict[str, Any]]:
+    """The world's log records, read as JSON lines (tools/sources/logs/formats.py), as a log
+    directory's JSON lines are; every record must name its time, level, service and message."""
     logs = []
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -72,9 +75,13 @@ def _load_logs(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError as exc:
             raise WorldError(f"{path}:{number} is not valid JSON: {exc}") from None
         _require(record, LOG_FIELDS, f"{path}:{number}")
-        if record["level"] not in LOG_LEVELS:
+        entry = parse_json(line.strip())
+        if entry is None or entry.format != "json":
+            raise WorldError(f"{path}:{number} is not a JSON log record")
+        if record["level"] not in LOG_LEVELS or entry.level != record["level"]:
             raise WorldError(f"{path}:{number}: level {record['level']!r} is not one of {LOG_LEVELS}")
-        logs.append(record)
+        logs.append({"timestamp": entry.timestamp, "level": entry.level, "service": entry.service,
+                     "message": entry.message, "source": f"{path.name}:{number}", "format": entry.format})
     return logs
 
 

@@ -51,11 +51,28 @@ def _named_topics(text: str, groups: list[tuple[str, ...]]) -> tuple[tuple[str, 
     return tuple(group for n, group in enumerate(groups) if n in kept)
 
 
+# A name as services are written: letters and digits joined by hyphens or underscores (orders-db,
+# db-01, redis_cache), standing alone, not inside a path, a URL or an address.
+NAME_LIKE = re.compile(r"(?<![\w./:@-])[A-Za-z][A-Za-z0-9]*(?:[-_][A-Za-z0-9]+)+(?![\w/:@-]|\.\w)")
+
+
+def unknown_names(question: str, catalog: Catalog) -> tuple[str, ...]:
+    """The names the question spells as services are written that no source knows (orders-db when
+    the sources know only order-service): the tool-call grammar offers them beside the known names,
+    so that it never makes the planner swap one name for another."""
+    known = {name.casefold() for name in (*catalog.services, *catalog.alert_names)}
+    asked = without_exclusions(nfkc(question))
+    return tuple(dict.fromkeys(n for n in NAME_LIKE.findall(asked) if n.casefold() not in known))
+
+
 def question_target(question: str, catalog: Catalog) -> Target:
-    """The services, topics and alerts a question asks about, leaving out what it says not to analyse."""
+    """The services, topics and alerts a question asks about, leaving out what it says not to analyse.
+    A question that names no service a source knows asks about the names it spells as services, so a
+    claim about a known service with a similar name is not about what was asked."""
     text = nfkc(question)
     asked = without_exclusions(text)
     services = tuple(s for s in catalog.services if mentions(asked, [s.casefold()]))
+    services = services or unknown_names(question, catalog)
     alerts = tuple(a for a in catalog.alert_names if mentions(asked, [a.casefold()]))
     return Target(services=services, topics=_named_topics(asked, catalog.topic_groups()), alerts=alerts)
 

@@ -216,11 +216,13 @@ def _argument_schema(schema: dict) -> dict:
     return kept
 
 
-def tool_call_patch(catalog: Catalog, toolbox: Toolbox, *, min_calls: int = 0) -> SchemaPatch:
+def tool_call_patch(catalog: Catalog, toolbox: Toolbox, *, min_calls: int = 0,
+                    asked: dict[str, tuple[str, ...]] | None = None) -> SchemaPatch:
     """Each call carries only its tool's declared arguments, in the declared order (the order demos
     are written in: a grammar that disagreed with the demos would stop a small model from following
-    them); arguments the declaration ties to the catalog take only its names (or null); at most
-    four calls."""
+    them); arguments the declaration ties to the catalog take only its names (or null), and the
+    names of that field the question spells that no source knows (`asked`), so that the grammar
+    never swaps a name the user wrote for another; at most four calls."""
     null = {"type": "null"}
     shapes = []
     for declaration in toolbox:
@@ -232,7 +234,7 @@ def tool_call_patch(catalog: Catalog, toolbox: Toolbox, *, min_calls: int = 0) -
                 props[name] = _argument_schema(declaration.tool.args[name])
             else:
                 # A source that named nothing (a server that did not answer) leaves only null.
-                values = list(getattr(catalog, field))
+                values = list(dict.fromkeys([*getattr(catalog, field), *(asked or {}).get(field, ())]))
                 props[name] = {"anyOf": [{"enum": values}, null]} if values else null
         shapes.append({"type": "object", "properties": props, "required": list(props), "additionalProperties": False})
 

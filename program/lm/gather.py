@@ -24,7 +24,7 @@ class Gather(dspy.Predict):
 
     def step(self, run: Run, rounds: int, calls_per_round: int) -> None:
         """Up to `rounds` - 1 more rounds after the plan's, until one asks for nothing new."""
-        patch = tool_call_patch(run.catalog, run.toolbox)
+        patch = tool_call_patch(run.catalog, run.toolbox, asked=run.asked_names)
         for _ in range(rounds - 1):
             if run.scope.narrow and run.recorder.invocations:
                 return

@@ -34,7 +34,7 @@ class Plan(dspy.Predict):
                            if c not in run.scope.excluded_topics)
         patch = chain(length_patch(PLAN_LIMITS),
                       choices_patch("PlanDraft", "excluded_topics", candidates, PLAN_CHOSEN_EXCLUSIONS),
-                      tool_call_patch(run.catalog, run.toolbox, min_calls=1))
+                      tool_call_patch(run.catalog, run.toolbox, min_calls=1, asked=run.asked_names))
         pred = ask(run, self.usage_key, self, question=run.question, config=run.config(patch))
         calls = []
         if pred is not None:

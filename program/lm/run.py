@@ -19,7 +19,7 @@ import dspy
 
 from program.evidence.answer import deterministic_answer
 from program.evidence.language import say
-from program.evidence.relevance import question_target
+from program.evidence.relevance import question_target, unknown_names
 from program.evidence.scope import read_scope, with_proposed_exclusions
 from program.evidence.verdict import CitedRef
 from program.lm.adapter import narrowing
@@ -119,6 +119,11 @@ class Run:
         self.target = question_target(self.question, self.catalog).without(self.scope.excluded_terms)
         self.plan = PlannerOutput(scope="narrow" if self.scope.narrow else "broad",
                                   excluded_topics=list(self.scope.excluded_topics))
+
+    @property
+    def asked_names(self) -> dict[str, tuple[str, ...]]:
+        """The question's service-like names no source knows, by the catalog field they would be in."""
+        return {"services": unknown_names(self.question, self.catalog)}
 
     def use_plan(self, planned: PlanDraft) -> None:
         """The planner's plan, with the scope code read from the question: scope has one owner. The

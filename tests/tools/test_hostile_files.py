@@ -63,19 +63,22 @@ def test_a_log_directory_reads_only_the_regular_files_inside_it(logs, tmp_path):
     outside.write_text("[2026-11-30 10:00:00][ERROR][secret-service] HikariCP secret\n", encoding="utf-8")
     (logs / "out.log").symlink_to(outside)
     (logs / "dir.log").mkdir()
+    (logs / "dir.log" / "inner.log").write_text("[2026-11-30 10:00:01][ERROR][inner-service] HikariCP inner\n",
+                                                encoding="utf-8")
     (logs / "again.log").symlink_to(logs / "order" / "app.log")
     (logs / "gone.log").symlink_to(logs / "nowhere.log")
     with fifo(logs / "pipe.log", "[2026-11-30 10:00:00][ERROR][fifo-service] HikariCP from the fifo\n"):
         services = active_catalog().services
         found = query_logs("HikariCP")
     assert "secret-service" not in services and "fifo-service" not in services
-    assert found["success"] and [log["service"] for log in found["logs"]] == ["order-service"]
-    assert found["skipped_files"] == 5
+    # A directory named like a file is walked like any other.
+    assert found["success"] and sorted(log["service"] for log in found["logs"]) == ["inner-service", "order-service"]
+    assert found["skipped_files"] == 4
     for skipped in ("pipe.log (a fifo, not a regular file)", f"out.log (a link to {outside}, outside {logs})",
-                    "dir.log (a directory, not a regular file)", "again.log (the same file as order/app.log)",
-                    "gone.log (cannot be resolved"):
+                    "again.log (the same file as order/app.log)", "gone.log (cannot be resolved"):
         assert skipped in found["message"]
-    assert "5 file(s) were not read" in found["message"]
+        assert any(place.startswith(skipped) for place in found["unread"])
+    assert "4 file(s) were not read" in found["message"]
 
 
 def test_a_log_directory_of_nothing_readable_fails_and_says_why(tmp_path, monkeypatch):
@@ -89,44 +92,46 @@ def test_a_log_directory_of_nothing_readable_fails_and_says_why(tmp_path, monkey
     assert problems and problems[0].startswith("logs: no log file under")
 
 
-def test_a_line_that_is_not_utf8_costs_only_itself(logs):
+def test_a_line_that_is_not_utf8_is_still_read(logs):
     (logs / "latin.log").write_bytes("[2026-11-30 10:05:00][ERROR][order-service] café machine down\n"
                                      "[2026-11-30 10:06:00][ERROR][order-service] espresso machine down\n"
                                      .encode("latin-1"))
     found = query_logs("machine down")
-    assert [log["message"] for log in found["logs"]] == ["espresso machine down"]
-    assert found["unparsed_lines"] == 1 and "latin.log:1" in found["message"]
+    assert [log["message"] for log in found["logs"]] == ["caf\ufffd machine down", "espresso machine down"]
+    assert found["unread"] == []
 
 
-def test_a_long_line_is_cut_where_marked_and_the_message_says_so(logs):
+def test_a_long_line_is_shown_cut_where_marked_and_searched_whole(logs):
     with (logs / "order" / "app.log").open("a", encoding="utf-8") as handle:
         handle.write("[2026-11-30 10:02:00][ERROR][order-service] " + "overflow " * 600_000 + "needle\n")
     found = query_logs("overflow")
     (log,) = found["logs"]
     assert log["message"].endswith(f" …[cut: {len('overflow ' * 600_000 + 'needle') - MAX_ITEM_CHARS} more characters]")
     assert len(log["message"]) < MAX_ITEM_CHARS + 50 and len(log_text(log)) <= MAX_REF_CHARS + 50
-    assert f"1 line(s) longer than {MAX_ITEM_CHARS} characters were cut where marked" in found["message"]
+    assert f"1 line(s) longer than {MAX_ITEM_CHARS} characters are shown cut where marked" in found["message"]
     assert "order/app.log:2" in found["message"]
-    assert query_logs("needle")["total"] == 0  # past the cut: not searched, and the message says so
+    assert query_logs("needle")["total"] == 1 and found["unread"] == []
 
 
-def test_a_log_file_over_the_cap_is_read_from_its_newest_lines(logs, monkeypatch):
-    monkeypatch.setattr("tools.sources.logs.MAX_FILE_BYTES", 2000)
+def test_a_log_file_over_the_bound_is_read_from_its_newest_lines_and_the_rest_is_unread(logs, monkeypatch):
+    monkeypatch.setenv("DIAGNOSIS_LOGS_MAX_BYTES", "2000")
     lines = [f"[2026-11-30 11:{n // 60:02d}:{n % 60:02d}][INFO][batch-service] event {n:03d} done\n" for n in range(200)]
     (logs / "batch.log").write_text("".join(lines), encoding="utf-8")
     found = query_logs("event", service="batch-service", limit=200)
     numbers = [int(log["message"].split()[1]) for log in found["logs"]]
     assert numbers[-1] == 199 and 0 < len(numbers) < 2000 // 50 and numbers == list(range(numbers[0], 200))
-    size = len("".join(lines))
-    assert f"batch.log is {size} bytes: only its last 2000 bytes were read" in found["message"]
+    assert "batch.log: only its last 2000 bytes were read" in found["message"]
+    assert "batch.log: only its last 2000 bytes were read" in found["unread"]
 
 
-def test_a_log_directory_reads_at_most_its_cap(logs, monkeypatch):
-    monkeypatch.setattr("tools.sources.logs.MAX_DIRECTORY_BYTES", len(HIKARI))
-    (logs / "z.log").write_text("[2026-11-30 10:09:00][ERROR][z-service] HikariCP late\n", encoding="utf-8")
+def test_a_search_reads_at_most_its_bound_newest_file_first(logs, monkeypatch):
+    late = "[2026-11-30 10:09:00][ERROR][z-service] HikariCP late\n"
+    monkeypatch.setenv("DIAGNOSIS_LOGS_MAX_BYTES", str(len(late)))
+    (logs / "z.log").write_text(late, encoding="utf-8")
+    os.utime(logs / "order" / "app.log", (1, 1))
     found = query_logs("HikariCP")
-    assert [log["service"] for log in found["logs"]] == ["order-service"]
-    assert f"z.log (the {len(HIKARI)} bytes a search reads were used up)" in found["message"]
+    assert [log["service"] for log in found["logs"]] == ["z-service"]
+    assert f"order/app.log (past the {len(late)} bytes a search reads)" in found["unread"]
 
 
 @pytest.fixture

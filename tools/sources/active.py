@@ -22,7 +22,7 @@ from pathlib import Path
 from tools.sources.errors import SourceError
 from tools.sources.fixture import fixture_sources
 from tools.sources.interfaces import LogSource, MetricsSource, RunbookSource, Settings
-from tools.sources.logs import LogDirectory
+from tools.sources.logs.directory import LogDirectory
 from tools.sources.prometheus import Prometheus
 from tools.sources.runbooks import RunbookDirectory
 from tools.world import DEFAULT_WORLD_DIR, WorldError, get_world, load_synonyms

@@ -24,37 +24,45 @@ class Listing:
     # path that was not taken.
     files: tuple[tuple[str, Path, os.stat_result], ...]
     skipped: tuple[str, ...]
+    # The names under the root of the paths skipped, in the same order.
+    skipped_names: tuple[str, ...] = ()
 
 
 def _kind(mode: int) -> str:
     return KINDS.get(stat.S_IFMT(mode), "not a regular file")
 
 
-def regular_files(root: Path, patterns: tuple[str, ...], *, recursive: bool) -> Listing:
-    """The regular files under root that match a pattern, in name order, and the other matches skipped."""
+def regular_files(root: Path, patterns: tuple[str, ...], *, recursive: bool, walked: bool = False) -> Listing:
+    """The regular files under root that match a pattern, in name order, and the other matches skipped.
+    `walked`: the patterns match every path, so a directory is one the walk goes through, not a skip."""
     inside = root.resolve()
     # Links after files, so that a file reached both ways is named by its own path.
     found = sorted({p for pattern in patterns for p in (root.rglob(pattern) if recursive else root.glob(pattern))},
                    key=lambda p: (p.is_symlink(), p))
-    files, skipped, seen = [], [], {}
+    files, skipped, names, seen = [], [], [], {}
     for path in found:
         name = str(path.relative_to(root))
         try:
             real = path.resolve(strict=True)
             status = real.stat()
         except (OSError, RuntimeError) as exc:
-            skipped.append(f"{name} (cannot be resolved: {getattr(exc, 'strerror', None) or exc})")
-            continue
-        if not real.is_relative_to(inside):
-            skipped.append(f"{name} (a link to {real}, outside {root})")
-        elif not stat.S_ISREG(status.st_mode):
-            skipped.append(f"{name} ({_kind(status.st_mode)}, not a regular file)")
-        elif real in seen:
-            skipped.append(f"{name} (the same file as {seen[real]})")
+            why = f"cannot be resolved: {getattr(exc, 'strerror', None) or exc}"
         else:
-            seen[real] = name
-            files.append((name, real, status))
-    return Listing(files=tuple(files), skipped=tuple(skipped))
+            if not real.is_relative_to(inside):
+                why = f"a link to {real}, outside {root}"
+            elif walked and stat.S_ISDIR(status.st_mode) and not path.is_symlink():
+                continue
+            elif not stat.S_ISREG(status.st_mode):
+                why = f"{_kind(status.st_mode)}, not a regular file"
+            elif real in seen:
+                why = f"the same file as {seen[real]}"
+            else:
+                seen[real] = name
+                files.append((name, real, status))
+                continue
+        skipped.append(f"{name} ({why})")
+        names.append(name)
+    return Listing(files=tuple(files), skipped=tuple(skipped), skipped_names=tuple(names))
 
 
 def read_bytes(path: Path, limit: int, *, tail: bool = False) -> tuple[bytes, int]:

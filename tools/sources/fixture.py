@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from tools.sources.interfaces import MetricsSource
-from tools.sources.logs import LogRecords, RecordLogSource
+from tools.sources.logs.reading import Lines, searchable
+from tools.sources.logs.records import RecordLogSource, Searched
 from tools.sources.runbooks import RunbookDirectory
 from tools.world import ALERT_STATES, World
 
@@ -35,13 +36,14 @@ class FixtureLogs(RecordLogSource):
     def __init__(self, world: World, synonyms: dict[str, tuple[str, ...]]):
         super().__init__(synonyms)
         self.world = world
+        self.lines = Lines(records=world.logs, texts=[searchable(r, r["message"]) for r in world.logs])
 
     @property
     def label(self) -> str:
         return f"fixture world {self.world.root}"
 
-    def records(self) -> LogRecords:
-        return LogRecords(records=self.world.logs, services=self.world.service_names)
+    def searched(self, service: str | None) -> Searched:
+        return Searched(parts=(self.lines,), services=self.world.service_names)
 
 
 def fixture_sources(world: World, synonyms: dict[str, tuple[str, ...]]) -> dict[str, Any]:

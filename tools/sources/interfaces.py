@@ -55,7 +55,7 @@ class LogQuery:
 
     text: str
     service: str | None
-    # One of tools.sources.logs.LOG_LEVELS, or None for every level.
+    # One of tools.sources.logs.levels.LOG_LEVELS, or None for every level.
     level: str | None
     limit: int
     # The share of the query's concepts a line must have (tools/search.py). Only code asks for
@@ -74,7 +74,6 @@ class LogHits:
     # The services the source knows: a no-hit for a service not among them names them.
     services: frozenset[str]
     notes: tuple[str, ...] = ()
-    unparsed_lines: int = 0
     skipped_files: int = 0
     # What in the query's scope the search did not read, each place named (a file it could not open,
     # the part of a file past the read bound). A search that found nothing proves absence only when
