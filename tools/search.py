@@ -15,14 +15,13 @@ from __future__ import annotations
 
 import bisect
 import functools
-import itertools
 import math
 import re
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tools.folding import fold_words
+from tools.folding import fold, fold_words
 
 # Words that describe the search rather than its target ("find the logs of ..."), and English
 # function words, which would otherwise count as concepts a line must share.
@@ -181,6 +180,9 @@ def _decide(query: Query, groups: int, hits: int, min_share: float) -> bool:
 
 # Between two adjacent words of one record: anything but a Latin letter, a digit or a record's end.
 GAP = r"[^a-z0-9\n]+"
+SPACE_RUN = re.compile(r"[^\S\n]+")
+EDGE_SPACE = re.compile(r" ?\n ?")
+NEWLINE = re.compile(r"\n")
 # Texts are folded in slices of about this many characters to list their words.
 VOCABULARY_SLICE = 1 << 20
 
@@ -191,10 +193,12 @@ class Index:
     records that `line_matches` accepts (tests/tools/test_search_index.py checks that)."""
 
     def __init__(self, texts: list[str]):
-        folded = [fold_words(text) for text in texts]
-        self.size = len(folded)
-        self.text = "\n".join(folded)
-        self.starts = list(itertools.accumulate((len(f) + 1 for f in folded[:-1]), initial=0))
+        # Folded as one text, as fold_words folds each (NFKC and case per character, runs of
+        # whitespace one space, none at either end), with a newline between records.
+        joined = fold("\n".join(text.replace("\n", " ") for text in texts))
+        self.text = EDGE_SPACE.sub("\n", SPACE_RUN.sub(" ", joined)).strip(" ")
+        self.size = len(texts)
+        self.starts = [0, *(m.end() for m in NEWLINE.finditer(self.text))] if texts else [0]
         self._by_stem: dict[str, list[str]] | None = None
         self._stems: list[str] = []
 

@@ -56,6 +56,9 @@ from tools.sources.logs.places import Places, workload
      {"format": "json", "level": "WARN", "service": "cart", "message": "slow"}),
     ('{"ts":1733047206.1,"lvl":"info","msg":"ok","app":"billing","latency_ms":12}',
      {"format": "json", "level": "INFO", "service": "billing", "fields": (("latency_ms", "12"),)}),
+    # bunyan's and pino's numeric levels.
+    ('{"level":50,"time":1733047206000,"msg":"db down","pid":7}', {"format": "json", "level": "ERROR"}),
+    ('{"level":30,"time":1733047206000,"msg":"ok"}', {"format": "json", "level": "INFO"}),
     # PostgreSQL's jsonlog (PostgreSQL 15, "Using JSON-Format Log Output").
     ('{"timestamp":"2026-12-01 10:00:07.100 UTC","pid":4244,"error_severity":"FATAL","state_code":"53300",'
      '"message":"sorry, too many clients already","backend_type":"client backend"}',

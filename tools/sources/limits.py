@@ -17,9 +17,11 @@ MAX_ITEM_CHARS = 4000
 MAX_REF_CHARS = 8000
 # A service, an alert name, a level or a timestamp: the program matches names whole.
 MAX_NAME_CHARS = 200
-# Bytes read from one file (a log file's newest part, a whole runbook) and from one directory per read.
+# Bytes read from one runbook and from a runbook directory per read.
 MAX_FILE_BYTES = 8 * 2**20
 MAX_DIRECTORY_BYTES = 64 * 2**20
+# Bytes of log text a search reads, newest first, unless DIAGNOSIS_LOGS_MAX_BYTES says otherwise.
+LOG_SEARCH_BYTES = 64 * 2**20
 # Bytes of one Prometheus answer.
 MAX_BODY_BYTES = 8 * 2**20
 # How many places a message names when it says what was cut or skipped.

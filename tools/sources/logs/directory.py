@@ -20,12 +20,11 @@ from pathlib import Path
 from tools.sources.errors import SourceError
 from tools.sources.files import regular_files
 from tools.sources.interfaces import Settings
-from tools.sources.limits import MAX_ITEM_CHARS, places, size_text
+from tools.sources.limits import LOG_SEARCH_BYTES, MAX_ITEM_CHARS, places, size_text
 from tools.sources.logs.places import Place, Places
 from tools.sources.logs.reading import FileReading, UnreadableFile, read_file
 from tools.sources.logs.records import RecordLogSource, Searched
 
-DEFAULT_MAX_BYTES = 64 * 2**20
 SIZE = re.compile(r"^\s*(\d+)\s*(|k|m|g|kb|mb|gb|kib|mib|gib)\s*$", re.IGNORECASE)
 UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
 
@@ -33,7 +32,7 @@ UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
 def max_bytes(value: str | None) -> int:
     """DIAGNOSIS_LOGS_MAX_BYTES: a number of bytes, with an optional K, M or G (binary units)."""
     if value is None:
-        return DEFAULT_MAX_BYTES
+        return LOG_SEARCH_BYTES
     found = SIZE.match(value)
     if found is None or int(found[1]) == 0:
         raise SourceError(f"DIAGNOSIS_LOGS_MAX_BYTES must be a positive size such as 67108864, 64M or 1G, "
@@ -63,7 +62,7 @@ class LogDirectory(RecordLogSource):
                    max_bytes(settings["DIAGNOSIS_LOGS_MAX_BYTES"]))
 
     def __init__(self, root: Path, synonyms: dict[str, tuple[str, ...]], where: Places | None = None,
-                 limit: int = DEFAULT_MAX_BYTES):
+                 limit: int = LOG_SEARCH_BYTES):
         super().__init__(synonyms)
         self.root = root
         self.where = where or Places()

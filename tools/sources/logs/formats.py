@@ -91,31 +91,38 @@ def _shown(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
-def _first(flat: dict[str, Any], keys: tuple[str, ...]) -> tuple[str | None, Any]:
+def _first(flat: dict[str, Any], names: dict[str, str], keys: tuple[str, ...]) -> tuple[str | None, Any]:
+    """The first of the usual keys the line has a value for, in any case (`names`: casefolded -> key)."""
     for key in keys:
-        if key in flat and flat[key] not in (None, ""):
-            return key, flat[key]
-        for name in flat:
-            if name.casefold() == key and flat[name] not in (None, ""):
-                return name, flat[name]
+        name = key if key in flat else names.get(key)
+        if name is not None and flat[name] not in (None, ""):
+            return name, flat[name]
     return None, None
 
 
-def _fielded(flat: dict[str, Any], fmt: str, *, stamped_required: bool = False) -> Entry | None:
+def _level(value: Any) -> str | None:
+    """A level word, or a number on the scale bunyan and pino write (10 trace ... 50 error, 60 fatal)."""
+    if isinstance(value, str):
+        return normal_level(value)
+    if isinstance(value, int) and not isinstance(value, bool) and value >= 10:
+        return "ERROR" if value >= 50 else "WARN" if value >= 40 else "INFO" if value >= 30 else "DEBUG"
+    return None
+
+
+def _fielded(flat: dict[str, Any], fmt: str) -> Entry | None:
     """An entry from named fields (JSON, logfmt): the usual names, the rest as fields."""
-    time_key, stamp = _first(flat, TIME_KEYS)
-    level_key, level = _first(flat, LEVEL_KEYS)
-    message_key, message = _first(flat, MESSAGE_KEYS)
-    service_key, service = _first(flat, SERVICE_KEYS)
-    if stamped_required and time_key is None:
-        return None
+    names = {key.casefold(): key for key in flat}
+    time_key, stamp = _first(flat, names, TIME_KEYS)
+    level_key, level = _first(flat, names, LEVEL_KEYS)
+    message_key, message = _first(flat, names, MESSAGE_KEYS)
+    service_key, service = _first(flat, names, SERVICE_KEYS)
     used = {time_key, level_key, message_key, service_key}
     fields = tuple((key, _shown(value)) for key, value in flat.items() if key not in used)
     if message is None:
         # Nothing is called the message: every field is, so nothing the line said is lost.
         message, fields = "; ".join(f"{key}={value}" for key, value in fields), ()
     return Entry(format=fmt, message=_shown(message), timestamp="" if stamp is None else _shown(stamp),
-                 level=normal_level(level) if isinstance(level, str) else None,
+                 level=_level(level),
                  service=_name(service), fields=fields, stamped=time_key is not None)
 
 
