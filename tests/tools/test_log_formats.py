@@ -208,6 +208,16 @@ def test_a_binary_file_in_another_services_place_does_not_make_a_search_incomple
     assert "wtmp (binary, not text)" in query_logs("timeout", service="api")["unread"]
 
 
+def test_a_shared_files_line_that_names_no_service_may_be_any_services(logs):
+    write(logs / "syslog", "Dec  1 23:55:38 vm payment-service[4711]: charge failed for order 1042\n"
+          "Dec  1 23:55:38 vm order-service order 1042 stuck in PENDING_PAYMENT\n")
+    found = query_logs("order 1042", service="order-service")
+    assert [r["message"] for r in found["logs"]] == ["Dec  1 23:55:38 vm order-service order 1042 stuck in PENDING_PAYMENT"]
+    assert found["logs"][0]["service_from"] == "file"
+    # A line that names its own service is that service's only.
+    assert query_logs("charge failed", service="order-service")["total"] == 0
+
+
 def test_a_level_filter_keeps_the_lines_whose_format_gives_no_level(logs):
     write(logs / "syslog", "Dec  1 10:00:04 web1 payment-service[77]: charge failed: acquirer timeout\n")
     write(logs / "payment-service" / "app.log", "[2026-12-01 10:00:00][INFO][payment-service] charge ok\n")

@@ -26,6 +26,9 @@ class Listing:
     skipped: tuple[str, ...]
     # The names under the root of the paths skipped, in the same order.
     skipped_names: tuple[str, ...] = ()
+    # Links to a file listed under its own name (Kubernetes links each container's log so): "name (the
+    # same file as other)". Read once, under the other name.
+    aliases: tuple[str, ...] = ()
 
 
 def _kind(mode: int) -> str:
@@ -34,12 +37,13 @@ def _kind(mode: int) -> str:
 
 def regular_files(root: Path, patterns: tuple[str, ...], *, recursive: bool, walked: bool = False) -> Listing:
     """The regular files under root that match a pattern, in name order, and the other matches skipped.
-    `walked`: the patterns match every path, so a directory is one the walk goes through, not a skip."""
+    `walked`: the patterns match every path, so a directory is one the walk goes through, not a skip,
+    and a second name of a listed file is an alias, not a skip."""
     inside = root.resolve()
     # Links after files, so that a file reached both ways is named by its own path.
     found = sorted({p for pattern in patterns for p in (root.rglob(pattern) if recursive else root.glob(pattern))},
                    key=lambda p: (p.is_symlink(), p))
-    files, skipped, names, seen = [], [], [], {}
+    files, skipped, names, aliases, seen = [], [], [], [], {}
     for path in found:
         name = str(path.relative_to(root))
         try:
@@ -54,6 +58,9 @@ def regular_files(root: Path, patterns: tuple[str, ...], *, recursive: bool, wal
                 continue
             elif not stat.S_ISREG(status.st_mode):
                 why = f"{_kind(status.st_mode)}, not a regular file"
+            elif real in seen and walked:
+                aliases.append(f"{name} (the same file as {seen[real]})")
+                continue
             elif real in seen:
                 why = f"the same file as {seen[real]}"
             else:
@@ -62,7 +69,7 @@ def regular_files(root: Path, patterns: tuple[str, ...], *, recursive: bool, wal
                 continue
         skipped.append(f"{name} ({why})")
         names.append(name)
-    return Listing(files=tuple(files), skipped=tuple(skipped), skipped_names=tuple(names))
+    return Listing(files=tuple(files), skipped=tuple(skipped), skipped_names=tuple(names), aliases=tuple(aliases))
 
 
 def read_bytes(path: Path, limit: int, *, tail: bool = False) -> tuple[bytes, int]:

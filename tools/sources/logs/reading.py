@@ -157,7 +157,8 @@ def read_records(data: bytes, name: str, place: Place) -> tuple[Lines, list[str]
             message = entry.message
         where = f"{name}:{number}"
         record = {"timestamp": entry.timestamp, "level": entry.level, "service": entry.service or place.service,
-                  "message": clip(message), "source": where, "format": entry.format}
+                  "message": clip(message), "source": where, "format": entry.format,
+                  "service_from": "line" if entry.service else place.how}
         if entry.fields:
             record["fields"] = [list(pair) for pair in entry.fields]
         if len(message) > MAX_ITEM_CHARS:

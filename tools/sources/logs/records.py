@@ -45,7 +45,8 @@ class RecordLogSource(LogSource):
         for lines in found.parts:
             for at, hits in lines.index.search(wanted, query.min_share).items():
                 record = lines.records[at]
-                if query.service is not None and record["service"] != query.service:
+                # A line of a file that holds many services' lines, naming none itself, may be any one's.
+                if query.service not in (None, record["service"]) and record.get("service_from") != "file":
                     continue
                 # A line whose format gives no level may be of any: a level filter cannot leave it out.
                 if query.level is not None and record["level"] not in (query.level, None):
