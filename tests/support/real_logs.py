@@ -18,8 +18,9 @@ directory per service), and a manifest of what was written:
 | pods/shop_orders-…/orders/N.log, containers/*.log | as the kubelet and CRI document it | CRI |
 | user-service, search-service, cart-service, pricing, recommendations, shipped | as each logger documents it | JSON lines |
 
-The manifest says, per file (relative to DIR): the service it belongs to (null for files of many
-services, whose lines name their own), the software that wrote it, its format, `origin` (`software`
+The manifest lists every service named by a file's place or by its lines (`services`), and says,
+per file (relative to DIR): the service it belongs to (null for files of many services, whose lines
+name their own, listed in the file's facts), the software that wrote it, its format, `origin` (`software`
 when the program itself ran, `documentation` when the file follows a cited document), its line count,
 and facts known from what was done to the software: requests and their statuses with the exact line
 each status got, the clients that were refused and the exact FATAL line, the messages sent to syslog
@@ -81,7 +82,10 @@ def write_real_logs(root: Path) -> dict:
                       if (p.is_file() or p.is_symlink()) and p.relative_to(root).as_posix() not in files)
     if unlisted:
         raise RuntimeError(f"files written but not in the manifest: {unlisted}")
-    return {"root": str(root), "seconds": round(time.monotonic() - started, 2), "files": dict(sorted(files.items()))}
+    services = {e["service"] for e in files.values() if e["service"]} | {
+        s for e in files.values() for s in e["facts"].get("services", ())}
+    return {"root": str(root), "seconds": round(time.monotonic() - started, 2), "services": sorted(services),
+            "files": dict(sorted(files.items()))}
 
 
 def main(argv: list[str]) -> int:

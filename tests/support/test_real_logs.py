@@ -54,6 +54,8 @@ def test_the_whole_layout_takes_seconds_and_the_manifest_lists_every_file(real_l
         assert entry["lines"] == len(read(real_logs.path(path))), path
         if entry["service"] is not None and not path.startswith(("pods/", "containers/")):
             assert path.split("/")[0] == entry["service"], path
+    assert {"api-gateway", "orders-db", "payment-service", "orders", "order-service"} <= set(
+        real_logs.manifest["services"])
     origins = {entry["format"]: entry["origin"] for entry in real_logs.manifest["files"].values()}
     assert {f for f, origin in origins.items() if origin == "software"} >= {
         "nginx-combined", "apache-common", "nginx-error", "postgresql-stderr", "postgresql-csvlog",
