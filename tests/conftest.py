@@ -7,7 +7,7 @@ from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder
 from tools.sources.active import SETTINGS
 
-pytest_plugins = ["pytester", "tests.support.isolation"]
+pytest_plugins = ["pytester", "tests.support.isolation", "tests.support.real_logs_plugin"]
 
 
 @pytest.fixture
