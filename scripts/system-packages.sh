@@ -2,8 +2,9 @@
 # Usage: scripts/system-packages.sh. Installs the Debian packages the test suite runs for real, if any
 # is missing: PostgreSQL (the audit store's PostgreSQL path), Prometheus and Alertmanager (the metrics
 # tool and the webhook against real servers), Chromium (the audit page and the optimizer's report in a
-# real browser), nginx and rsyslog (real logs written by the real programs). The tests start each
-# server themselves on a loopback port; a test whose program is missing fails, it never skips.
+# real browser), and nginx, rsyslog, logrotate and a JDK (logs written and rotated by the real
+# programs). The tests start each server themselves on a loopback port; a test whose program is
+# missing fails, it never skips.
 #
 # It installs with apt-get as root, or through passwordless sudo. Where it can do neither it installs
 # nothing and exits 1 with the one command to run, so the suite never starts half-equipped.
@@ -17,6 +18,9 @@ has prometheus-alertmanager || missing+=(prometheus-alertmanager)
 has chromium || missing+=(chromium)
 has nginx || missing+=(nginx)
 has rsyslogd || missing+=(rsyslog)
+has logrotate || missing+=(logrotate)
+# Java's single-file launcher needs the compiler: a Java program writes the stack-trace log.
+has javac || missing+=(openjdk-17-jdk-headless)
 [ ${#missing[@]} -eq 0 ] && exit 0
 
 command=(apt-get install -y -qq --no-install-recommends "${missing[@]}")
