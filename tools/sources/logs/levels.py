@@ -10,11 +10,15 @@ from __future__ import annotations
 from typing import Any
 
 LOG_LEVELS = ("DEBUG", "INFO", "WARN", "ERROR")
+# The words of syslog, PostgreSQL, nginx, java.util.logging, Python's logging, log4j/logback, Go's
+# slog, zap, logrus and log15 (which spells dbug and eror), and bunyan and pino's names.
 SEVERITIES = {
-    "DEBUG": ("trace", "debug", "debug1", "debug2", "debug3", "debug4", "debug5", "finest", "finer", "fine", "verbose"),
+    "DEBUG": ("trace", "debug", "dbug", "debug1", "debug2", "debug3", "debug4", "debug5", "finest", "finer", "fine",
+              "verbose"),
     "INFO": ("info", "information", "informational", "notice", "log", "config"),
     "WARN": ("warn", "warning"),
-    "ERROR": ("err", "error", "severe", "crit", "critical", "alert", "emerg", "emergency", "fatal", "panic"),
+    "ERROR": ("err", "eror", "error", "severe", "crit", "critical", "alert", "emerg", "emergency", "fatal", "panic",
+              "dpanic"),
 }
 _LEVEL_OF = {word: level for level, words in SEVERITIES.items() for word in words}
 # Syslog severities 0..7 (RFC 5424 section 6.2.1): emerg, alert, crit, err, warning, notice, info, debug.

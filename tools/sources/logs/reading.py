@@ -22,7 +22,7 @@ from typing import Any
 from tools.search import Index
 from tools.sources.files import read_bytes
 from tools.sources.limits import MAX_ITEM_CHARS, clip, size_text
-from tools.sources.logs.formats import Entry, csv_entries, file_format, is_csvlog, read_line, sort_key
+from tools.sources.logs.formats import Entry, csv_entries, file_format, inner_entry, is_csvlog, read_line, sort_key
 from tools.sources.logs.places import Place
 
 SAMPLE_LINES = 50
@@ -32,6 +32,9 @@ COMPRESSED = {b"\x1f\x8b": ("gzip", gzip.GzipFile), b"BZh": ("bzip2", bz2.BZ2Fil
               b"\xfd7zXZ\x00": ("xz", lzma.LZMAFile)}
 # Compressions Python's standard library cannot open: the file is named as unread.
 UNOPENABLE = {b"\x28\xb5\x2f\xfd": "zstd", b"\x04\x22\x4d\x18": "lz4"}
+# A line that begins with these continues the record before it in any file: stack frames are indented
+# (Java's "\tat", Python's "  File", Go's "\t/app/main.go:31").
+INDENT = (" ", "\t")
 # Continuation lines of one record are shown on one line of the ref, joined by this mark.
 JOINED = " | "
 
@@ -131,13 +134,27 @@ def _assemble(text: str) -> Iterator[tuple[int, Entry, list[str]]]:
                 parts[-1] += entry.message
                 current = (first, _continued(head, entry), parts)
                 continue
-            if entry.continues or (entry.format == "text" and not entry.stamped and stamped_file):
+            if _continues(entry, stamped_file):
                 parts.append(entry.message)
                 continue
             yield current
         current = (number, entry, [entry.message])
     if current is not None:
         yield current
+
+
+def _continues(entry: Entry, stamped_file: bool) -> bool:
+    """Whether a line belongs to the record before it rather than beginning one."""
+    if entry.continues:
+        return True
+    if entry.wrapped:
+        # A container runtime stamps every line: whether the container's own line begins a record
+        # is read from that line, and only an indented one (a stack frame) continues.
+        if entry.message[:1] not in INDENT:
+            return False
+        entry = inner_entry(entry.message)
+        return entry.format == "text" and not entry.stamped
+    return entry.format == "text" and not entry.stamped and (stamped_file or entry.message[:1] in INDENT)
 
 
 def _continued(head: Entry, entry: Entry) -> Entry:
