@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -36,6 +37,9 @@ from program.lm.transcript import recording_lm, replaying_lm
 UNSEEN = Path(__file__).resolve().parent / "unseen_questions.json"
 # Harder questions of seven kinds, each with what it expects and why (the harder-questions issue).
 HARD = Path(__file__).resolve().parent / "hard_questions.json"
+# Questions about logs the real programs wrote (tests/support/real_logs.py), asked of a copy of them
+# kept in the run's folder (logs/), so that a replay reads the same lines.
+REAL = Path(__file__).resolve().parent / "real_log_questions.json"
 
 
 def questions(only: str) -> list[dict]:
@@ -45,7 +49,25 @@ def questions(only: str) -> list[dict]:
     # "unseen": written before the first recorded run; "fresh": written after the fixes that run prompted.
     unseen = [{**q, "set": q.get("set", "unseen")} for q in json.loads(UNSEEN.read_text(encoding="utf-8"))]
     hard = [{**q, "set": "hard"} for q in json.loads(HARD.read_text(encoding="utf-8"))]
-    return {"seed": seed, "unseen": unseen, "hard": hard, "seed+unseen": seed + unseen, "all": seed + unseen + hard}[only]
+    real = [{**q, "set": "reallogs"} for q in json.loads(REAL.read_text(encoding="utf-8"))]
+    return {"seed": seed, "unseen": unseen, "hard": hard, "reallogs": real, "seed+unseen": seed + unseen,
+            "all": seed + unseen + hard}[only]
+
+
+def real_logs(folder: Path, write: bool) -> Path:
+    """The run's copy of the real logs: written by the real programs when recording (links made
+    relative, so the folder can move), read as kept when replaying."""
+    logs = folder / "logs"
+    if write:
+        sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+        from tests.support.real_logs import write_real_logs
+
+        write_real_logs(logs)
+        for link in [p for p in logs.rglob("*") if p.is_symlink()]:
+            target = link.resolve()
+            link.unlink()
+            link.symlink_to(os.path.relpath(target, link.parent))
+    return logs
 
 
 def score(question: dict, result, store: AuditStore) -> dict:
@@ -60,7 +82,8 @@ def score(question: dict, result, store: AuditStore) -> dict:
     gate = result.gatekeeper_result
     gate_ok = gate is not None and gate.status == "pass"
     # Unsafe: a PASS that states a forbidden topic, or whose verified claims are not about the target.
-    unsafe = result.verdict == "PASS" and bool(forbidden or question["required_facts"][0] in missing)
+    target = question["required_facts"][:1]
+    unsafe = result.verdict == "PASS" and bool(forbidden or (target and target[0] in missing))
     usage = result.usage.values()
     record = store.get_session(result.session_id)
     evaluation = record.self_evaluation.verifier_evaluation if record.self_evaluation else None
@@ -99,6 +122,7 @@ def summary(rows: list[dict]) -> dict:
                 "gatekeeper_pass": sum(r["gatekeeper"] == "pass/none" for r in sel)} if sel else None
 
     return {"seed": part("seed"), "unseen": part("unseen"), "fresh": part("fresh"), "hard": part("hard"),
+            "reallogs": part("reallogs"),
             "median_seconds": statistics.median(r["seconds"] for r in rows),
             "median_lm_calls": statistics.median(r["lm_calls"] for r in rows),
             "median_prompt_tokens": statistics.median(r["prompt_tokens"] for r in rows),
@@ -111,7 +135,7 @@ def report(meta: dict, rows: list[dict], totals: dict) -> str:
     lines = [f"# Diagnosis benchmark {meta['run']}", "",
              f"LM `{meta['lm']}`, LM cache off, {meta['mode']}. Started {meta['started']}.", "",
              "| set | right | unsafe PASS | gatekeeper pass |", "| --- | --- | --- | --- |"]
-    for name in ("seed", "unseen", "fresh", "hard"):
+    for name in ("seed", "unseen", "fresh", "hard", "reallogs"):
         if totals.get(name):
             t = totals[name]
             lines.append(f"| {name} | {t['right']} of {t['questions']} | {t['unsafe_pass']} | "
@@ -132,7 +156,7 @@ def report(meta: dict, rows: list[dict], totals: dict) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lm", default=EMBEDDED, help="model (default: the embedded default)")
-    parser.add_argument("--only", choices=("all", "seed", "unseen", "hard", "seed+unseen"), default="all")
+    parser.add_argument("--only", choices=("all", "seed", "unseen", "hard", "reallogs", "seed+unseen"), default="all")
     parser.add_argument("--out", default="results", help="folder for the run's directory")
     parser.add_argument("--replay", help="a run directory to re-score from its transcript, without the model")
     args = parser.parse_args(argv)
@@ -143,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
         recorded = json.loads((source / "results.json").read_text(encoding="utf-8"))
         meta = {**recorded["meta"], "mode": f"replayed from {source}"}
         out, transcript = source, source / "transcript.jsonl"
-        asked = [q for q in questions("all") if q["id"] in {r["id"] for r in recorded["rows"]}]
+        asked = [q for q in questions("all") + questions("reallogs") if q["id"] in {r["id"] for r in recorded["rows"]}]
         seconds = {r["id"]: r["seconds"] for r in recorded["rows"]}
     else:
         run = "bench-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -154,8 +178,13 @@ def main(argv: list[str] | None = None) -> int:
         asked, seconds = questions(args.only), {}
     lm = make_lm(meta["lm"], transcript, bool(args.replay))
     store = AuditStore("sqlite://")
+    logs = real_logs(out, write=not args.replay) if any(q["set"] == "reallogs" for q in asked) else None
     rows = []
     for n, question in enumerate(asked, start=1):
+        if question["set"] == "reallogs":
+            os.environ["DIAGNOSIS_LOGS_DIR"] = str(logs)
+        else:
+            os.environ.pop("DIAGNOSIS_LOGS_DIR", None)
         started = time.perf_counter()
         program = Diagnosis(store=store)
         result = diagnose(question["question"], lm=lm, db=store, program=program)
