@@ -124,6 +124,9 @@ def read_line(text: str) -> Line:
 
 @lru_cache(maxsize=262144)
 def stem(token: str) -> str:
+    if token.isdigit():
+        # Snowball's rules are all about letters: a number is its own stem, and logs are full of them.
+        return token
     with _lock:
         return _stemmer().stemWord(token)
 
