@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from tools.folding import ZERO_WIDTH, nfkc
+from tools.folding import ZERO_WIDTH, nfkc  # noqa: F401 (ZERO_WIDTH is read from here too)
 
 # ZERO_WIDTH (characters no reader sees) is defined with the folding that drops them from searches.
 DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d")
