@@ -7,10 +7,12 @@ Shapes, each about `--size` bytes and searched with the read bound set to `--siz
 - typical: the mix of formats benchmarks/log_throughput.py writes;
 - short lines: one file of two-byte lines (`a\\n`), the most records a byte can hold;
 - one long line: a single line of non-ASCII text, which Python holds at four bytes a character;
-- many files: 20,000 files of one line each, in 20 directories (their number, not --size, is the shape).
+- many files: 20,000 files of one line each, in 20 directories (their number, not --size, is the shape);
+- partial entries: one container message a Kubernetes runtime wrote in 100-byte partial (`P`) entries.
 
 Each search runs in a child process of its own, so that its peak resident memory (ru_maxrss) is its
 own; the child's import of the program is in that figure too, and printed on its own (`imports`).
+A child that runs past --timeout seconds is stopped and reported as such.
 With --baseline, the same searches run on a checkout of that revision (a temporary `git worktree`),
 one after the other with this code's. The figures go to results/logmemory-<time>/results.json.
 """
@@ -49,8 +51,10 @@ print(json.dumps({"seconds": round(time.perf_counter() - started, 2), "matched":
                   "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)}))
 """
 
-SHAPES = ("typical", "short lines", "one long line", "many files")
-QUERY = {"typical": "too many clients", "short lines": "needle", "one long line": "needle", "many files": "needle"}
+SHAPES = ("typical", "short lines", "one long line", "many files", "partial entries")
+QUERY = {"typical": "too many clients", "short lines": "needle", "one long line": "needle", "many files": "needle",
+         "partial entries": "needle"}
+POD = "pods/shop_orders-7d9f8c6b5d-x2x4q_0b1c2d3e-aaaa-bbbb-cccc-123456789abc/app"
 
 
 def write_shape(shape: str, root: Path, size: int) -> None:
@@ -64,6 +68,11 @@ def write_shape(shape: str, root: Path, size: int) -> None:
         word = "blob 🙂 ".encode()
         (root / "svc" / "long.log").write_bytes(b"2026-12-01 10:00:00 ERROR " + word * (size // len(word) - 8)
                                                 + b" needle\n")
+    elif shape == "partial entries":
+        (root / "svc").rmdir()
+        (root / POD).mkdir(parents=True)
+        entry = b"2026-12-01T10:00:00.100000000Z stdout P " + b"x" * 58 + b"\n"
+        (root / POD / "0.log").write_bytes(entry * (size // len(entry)) + b"2026-12-01T10:00:00.2Z stdout F needle\n")
     else:
         (root / "svc").rmdir()
         for n in range(20_000):
@@ -73,9 +82,12 @@ def write_shape(shape: str, root: Path, size: int) -> None:
                                                  encoding="utf-8")
 
 
-def measure(code: Path, root: Path, size: int, shape: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", CHILD, str(code), str(root), str(size), QUERY[shape]],
-                          capture_output=True, text=True, cwd=code)
+def measure(code: Path, root: Path, size: int, shape: str, timeout: float) -> dict:
+    try:
+        done = subprocess.run([sys.executable, "-c", CHILD, str(code), str(root), str(size), QUERY[shape]],
+                              capture_output=True, text=True, cwd=code, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return {"failed": f"ran past {timeout:g} s and was stopped"}
     if done.returncode != 0:
         return {"failed": done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"exit {done.returncode}"}
     return json.loads(done.stdout)
@@ -86,13 +98,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", default="64M", help="bytes of each shape and the read bound (K, M, G)")
     parser.add_argument("--baseline", help="a git revision to measure the same way, in the same run")
     parser.add_argument("--shapes", default=",".join(SHAPES), help=f"a comma-separated subset of: {', '.join(SHAPES)}")
+    parser.add_argument("--timeout", type=float, default=900, help="seconds one search may take")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     size = max_bytes(args.size)
     shapes = [s.strip() for s in args.shapes.split(",") if s.strip()]
     if unknown := [s for s in shapes if s not in SHAPES]:
         parser.error(f"unknown shapes: {', '.join(unknown)}")
-    rows: dict = {"size_bytes": size, "baseline": args.baseline, "shapes": {}}
+    rows: dict = {"size_bytes": size, "baseline": args.baseline, "timeout_seconds": args.timeout, "shapes": {}}
     with tempfile.TemporaryDirectory() as scratch:
         codes = {"this code": ROOT}
         if args.baseline:
@@ -104,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
             for shape in shapes:
                 root = Path(scratch) / shape.replace(" ", "-")
                 write_shape(shape, root, size)
-                rows["shapes"][shape] = {name: measure(code, root, size, shape) for name, code in codes.items()}
+                rows["shapes"][shape] = {name: measure(code, root, size, shape, args.timeout)
+                                         for name, code in codes.items()}
                 for name, row in rows["shapes"][shape].items():
                     print(f"{shape:14} {name:24} {json.dumps(row)}", flush=True)
         finally:

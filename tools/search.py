@@ -97,22 +97,27 @@ class Query:
         return len(self.groups) + len(self.words)
 
 
-def named_concepts(query: str, synonyms: dict[str, tuple[str, ...]], services) -> tuple[list[tuple[str, ...]], str]:
-    """The synonym groups and service names a query names, longest term first, and the folded rest."""
+def named_concepts(query: str, synonyms: dict[str, tuple[str, ...]], services,
+                   implied: str | None = None) -> tuple[list[tuple[str, ...]], str]:
+    """The synonym groups and service names a query names, longest term first, and the folded rest.
+    `implied`: the service the search is filtered by. Its name in the query says what the filter
+    says, so it is no concept a line's text must hold: a line of a file of many services' lines that
+    names none is that service's too, and would be missed."""
     remaining = fold_words(query)
+    implied = fold_words(implied) if implied else None
     groups: list[tuple[str, ...]] = []
     named = [(term, terms) for terms in synonyms.values() for term in terms]
-    named += [(name.casefold(), (name.casefold(),)) for name in services]
+    named += [(fold_words(name), (fold_words(name),)) for name in (*services, *([implied] if implied else ()))]
     for term, terms in sorted(named, key=lambda pair: -len(pair[0])):
         if term and term in remaining:
-            if terms not in groups:
+            if terms not in groups and term != implied:
                 groups.append(terms)
             remaining = remaining.replace(term, " ")
     return groups, remaining
 
 
-def read_query(query: str, synonyms: dict[str, tuple[str, ...]], services) -> Query:
-    groups, remaining = named_concepts(query, synonyms, services)
+def read_query(query: str, synonyms: dict[str, tuple[str, ...]], services, implied: str | None = None) -> Query:
+    groups, remaining = named_concepts(query, synonyms, services, implied)
     kept = [w for w in words(" ".join(t for t in re.split(r"\s+", remaining) if t not in QUERY_STOPWORDS))
             if w not in QUERY_STOPWORDS and (len(w) >= 2 or not w.isascii())]
     return Query(groups=tuple(groups), words=tuple(dict.fromkeys(kept)))

@@ -16,6 +16,7 @@ import pytest
 
 from tools import query_logs
 from tools.functions import log_text
+from tools.sources.files import Listing
 from tools.sources.logs import directory
 from tests.support.unprivileged import open_directory, unprivileged
 
@@ -287,3 +288,55 @@ def test_a_file_that_begins_inside_a_stack_trace_still_joins_the_traces_after(lo
           "java.lang.IllegalStateException: pool closed\n\tat c.a.Pool.borrow(Pool.java:12)\n")
     (found,) = complete("borrow failed IllegalStateException", service="orders")["logs"]
     assert found["message"].startswith("2026-12-01 10:00:06,001 ERROR [main] c.a.Pool - borrow failed | java.lang.")
+
+
+def test_the_filtered_service_named_in_the_query_asks_no_more_of_a_line(logs):
+    # A line of a file of many services' lines that names no service is any service's; the query's
+    # "payment-service" says what the filter says, and must not require the name in the line.
+    write(logs / "payment-service" / "app.log", "2026-12-01 10:00:00 INFO charge ok\n")
+    write(logs / "app.log", "2026-12-01 10:00:01 ERROR acquirer timeout on charge\n")
+    found = complete("payment-service acquirer timeout", service="payment-service")
+    assert [r["message"] for r in found["logs"]] == ["2026-12-01 10:00:01 ERROR acquirer timeout on charge"]
+    assert complete("Payment-Service acquirer timeout", service="payment-service")["total"] == 1
+
+
+def test_a_directory_swapped_for_a_link_out_after_the_listing_is_never_read_through(logs, tmp_path, monkeypatch):
+    # A writer of the log directory swaps web/ for a link to a directory outside it, even while the
+    # listing stats the file, so that the listing's own stat already saw the outside file.
+    write(logs / "web" / "app.log", "2026-12-01 10:00:00 INFO ok\n")
+    secret = write(tmp_path / "elsewhere" / "app.log", "root:secret-hash\n")
+    listed = directory.regular_files
+
+    def swapped(*arguments, **options):
+        listing = listed(*arguments, **options)
+        if (logs / "web").is_dir() and not (logs / "web").is_symlink():
+            (logs / "web" / "app.log").unlink()
+            (logs / "web").rmdir()
+            (logs / "web").symlink_to(secret.parent, target_is_directory=True)
+        files = tuple((name, path, os.stat(path) if name == "web/app.log" else status)
+                      for name, path, status in listing.files)
+        return Listing(files=files, skipped=listing.skipped, skipped_names=listing.skipped_names,
+                       aliases=listing.aliases)
+
+    monkeypatch.setattr(directory, "regular_files", swapped)
+    found = query_logs("secret")
+    assert found["success"] is False or found["total"] == 0
+    assert "secret-hash" not in json.dumps(found)
+
+
+def test_a_message_in_thousands_of_partial_entries_is_one_message(logs):
+    pod = logs / "pods" / "shop_orders-7d9f8c6b5d-x2x4q_0b1c2d3e-aaaa-bbbb-cccc-123456789abc" / "app"
+    write(pod / "0.log", "".join(f"2026-12-01T10:00:00.1Z stdout P chunk{n:05d} \n" for n in range(5_000))
+          + "2026-12-01T10:00:00.2Z stderr F level=warn msg=\"meanwhile\"\n"
+          + "2026-12-01T10:00:00.3Z stdout F needle at the end\n")
+    (found,) = complete("chunk00000 needle", service="orders")["logs"]
+    assert found["source"].endswith("/0.log:1") and found["message"].startswith("chunk00000 chunk00001 ")
+    assert complete("meanwhile", service="orders")["total"] == 1
+
+
+def test_a_json_line_nested_deeper_than_python_reads_is_text_and_the_others_are_read(logs):
+    deep = '{"level":"error","msg":"deep one","x":' + '{"a":' * 5000 + "1" + "}" * 5000 + "}"
+    write(logs / "api" / "app.json", deep + '\n{"level":"error","msg":"normal line"}\n')
+    assert [r["message"] for r in complete("normal line", service="api")["logs"]] == ["normal line"]
+    (found,) = complete("deep one", service="api")["logs"]
+    assert found["format"] == "text" and found["message"].startswith('{"level":"error","msg":"deep one"')

@@ -108,6 +108,9 @@ def test_a_files_service_comes_from_its_place():
     assert places.of("pods/shop_orders-7d9f8c6b5d-x2x4q_0b1c2d3e-aaaa-bbbb-cccc-123456789abc/app/0.log").service == "orders"
     container = "containers/orders-7d9f8c6b5d-x2x4q_shop_app-" + "a" * 64 + ".log"
     assert places.of(container).service == "orders"
+    # DIAGNOSIS_LOGS_DIR=/var/log/pods or /var/log/containers.
+    assert places.of("shop_orders-7d9f8c6b5d-x2x4q_0b1c2d3e-aaaa-bbbb-cccc-123456789abc/app/0.log").service == "orders"
+    assert (places.of(container.removeprefix("containers/")).service, places.of(container).shared) == ("orders", False)
     assert (places.of("syslog.2.gz").service, places.of("syslog.2.gz").shared) == ("syslog", True)
     assert places.of("api-gateway.log.1").service == "api-gateway"
 

@@ -133,10 +133,22 @@ def same_file(listed: os.stat_result, now: os.stat_result) -> str | None:
     return None
 
 
+def _outside(descriptor: int, inside: Path) -> str | None:
+    """Where an open file really is, when that is outside `inside` (a directory on its path was
+    swapped for a link after the listing looked): the kernel says, where /proc does."""
+    try:
+        real = Path(os.readlink(f"/proc/self/fd/{descriptor}"))
+    except OSError:
+        return None
+    return None if real.is_relative_to(inside) else str(real)
+
+
 @contextmanager
-def opened(path: Path, listed: os.stat_result | None = None) -> Iterator[tuple[BinaryIO, os.stat_result]]:
+def opened(path: Path, listed: os.stat_result | None = None,
+           inside: Path | None = None) -> Iterator[tuple[BinaryIO, os.stat_result]]:
     """A regular file open for reading, and what `fstat` says of it. With `listed`, raises
-    FileChanged unless it is the file the listing saw; raises OSError when it is no regular file."""
+    FileChanged unless it is the file the listing saw, and with `inside` (a resolved directory)
+    unless it is under it; raises OSError when it is no regular file."""
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
@@ -149,6 +161,8 @@ def opened(path: Path, listed: os.stat_result | None = None) -> Iterator[tuple[B
             raise OSError(f"{_kind(status.st_mode)}, not a regular file")
         if listed is not None and (why := same_file(listed, status)):
             raise FileChanged(why)
+        if inside is not None and (real := _outside(handle.fileno(), inside)):
+            raise FileChanged(f"its path now leads to {real}, outside {inside}")
         yield handle, status
 
 

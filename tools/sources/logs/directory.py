@@ -47,7 +47,7 @@ def max_bytes(value: str | None) -> int:
 # A search lists the directory again when a file changed between its listing and its read (rotated,
 # truncated, replaced); after this many listings, what still changes is named as unread.
 READ_ATTEMPTS = 3
-State = tuple[int, int, int, int]
+State = tuple[int, ...]
 
 @dataclass(frozen=True)
 class _File:
@@ -87,7 +87,7 @@ class LogDirectory(RecordLogSource):
         cached = self._files.get(file.path)
         if cached and cached[0] == key:
             return cached[1]
-        reading = read_file(file.path, file.name, limit, file.place, file.status)
+        reading = read_file(file.path, file.name, limit, file.place, file.status, self.root.resolve())
         self._files[file.path] = (key, reading)
         if reading.partial is None and reading.state is not None:
             self._named[file.path] = (reading.state, reading.lines.named,

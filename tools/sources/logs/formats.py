@@ -134,13 +134,16 @@ def parse_json(line: str) -> Entry | None:
         return None
     try:
         obj = json.loads(line)
+        if not isinstance(obj, dict) or not obj:
+            return None
+        if isinstance(obj.get("log"), str) and isinstance(obj.get("stream"), str) and "time" in obj:
+            return _docker(obj)
+        return _fielded(_flat(obj), "json")
     except ValueError:
         return None
-    if not isinstance(obj, dict) or not obj:
+    except RecursionError:
+        # Nested deeper than Python reads or shows JSON: the line is read as text, every word of it.
         return None
-    if isinstance(obj.get("log"), str) and isinstance(obj.get("stream"), str) and "time" in obj:
-        return _docker(obj)
-    return _fielded(_flat(obj), "json")
 
 
 def _docker(obj: dict[str, Any]) -> Entry:

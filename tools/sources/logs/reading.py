@@ -59,9 +59,10 @@ JOINED = " | "
 WINDOW = 256
 
 
-def state(status: os.stat_result) -> tuple[int, int, int, int]:
-    """What says a file is the one that was read: its device, inode, size and modification time."""
-    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns)
+def state(status: os.stat_result) -> tuple[int, int, int, int, int]:
+    """What says a file is the one that was read: its device, inode, size, and modification and
+    change times (a change time cannot be set back, as a modification time can)."""
+    return (status.st_dev, status.st_ino, status.st_size, status.st_mtime_ns, status.st_ctime_ns)
 
 
 class UnreadableFile(Exception):
@@ -77,8 +78,8 @@ class FileReading:
     partial: str | None = None
     cut: list[str] = field(default_factory=list)
     format: str = "text"
-    # The file as it was read: device, inode, size and modification time, as fstat said.
-    state: tuple[int, int, int, int] | None = None
+    # The file as it was read (`state`), as fstat said.
+    state: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -225,12 +226,29 @@ class _Record:
     levels: int = 0
     # Handed on: nothing more joins it.
     closed: bool = False
+    # The pieces of its last part while a runtime's partial entries go on, joined once when it ends:
+    # adding each to a string would copy the message so far each time.
+    pieces: list[str] | None = None
+    spans: bool | None = None
+
+    def go_on(self, piece: str) -> None:
+        if self.pieces is None:
+            self.pieces = [self.parts.pop()]
+        self.pieces.append(piece)
+
+    def end_pieces(self) -> None:
+        if self.pieces is not None:
+            self.parts.append("".join(self.pieces))
+            self.pieces = None
 
 
 def _spans_lines(record: _Record) -> bool:
     """Whether the record's format may go on over lines without a time of their own."""
-    head = inner_entry(record.parts[0]) if record.head.wrapped else record.head
-    return head.format in SPANS_LINES
+    if record.spans is None:
+        record.end_pieces()
+        head = inner_entry(record.parts[0]) if record.head.wrapped else record.head
+        record.spans = head.format in SPANS_LINES
+    return record.spans
 
 
 def _continues(entry: Entry, stamped_file: bool, last: _Record | None) -> bool:
@@ -270,7 +288,9 @@ class _Assembly:
         stream = stream_of(entry)
         record = self.unfinished.pop(stream, None)
         if record is not None and not record.closed:
-            record.parts[-1] += entry.message
+            record.go_on(entry.message)
+            if not entry.partial:
+                record.end_pieces()
         elif _frame(entry, record := self.by_stream.get(stream)):
             record.parts.append(entry.message)
             record.levels |= level_bit(inner_entry(entry.message).level)
@@ -308,6 +328,7 @@ class _Assembly:
     def _close(self) -> _Record:
         record = self.open.popleft()
         record.closed = True
+        record.end_pieces()
         return record
 
 
@@ -341,10 +362,12 @@ def read_records(text: str, name: str, place: Place, first: int = 1) -> tuple[Fi
     return lines, cut, max(formats, key=formats.get, default="text")
 
 
-def read_file(path: Path, name: str, limit: int, place: Place, listed: os.stat_result | None = None) -> FileReading:
+def read_file(path: Path, name: str, limit: int, place: Place, listed: os.stat_result | None = None,
+              inside: Path | None = None) -> FileReading:
     """One file's records within `limit` bytes of text. Raises UnreadableFile, OSError, or
-    files.FileChanged when `listed` (what the listing saw) is not the file there now."""
-    with opened(path, listed) as (handle, status):
+    files.FileChanged when `listed` (what the listing saw) is not the file there now, or the file
+    is not under `inside`."""
+    with opened(path, listed, inside) as (handle, status):
         read = _text(handle, status.st_size, limit)
     # Lines of a file read from its middle are numbered from the first whole line read.
     lines, cut, main = read_records(read.text, f"{name} (from byte {read.start})" if read.start else name, place,

@@ -258,7 +258,7 @@ class RecordLogSource(LogSource):
 
     def search(self, query: LogQuery) -> LogHits:
         found = self.searched(query.service)
-        wanted = read_query(query.text, self.synonyms, found.services)
+        wanted = read_query(query.text, self.synonyms, found.services, implied=query.service)
         if not wanted.concepts and query.service is None and query.level is None:
             raise UnreadableQuery(f"query {query.text!r} names nothing to search for; give a keyword, a service "
                                   "or a level")
