@@ -10,8 +10,8 @@ The detector reads a normalised form of the text (`normalised`: compatibility fo
 characters, look-alike letters as the Latin ones they imitate, base64 decoded) and looks for what
 an instruction to a model does, not for what an operations line says: it overrides the reader's
 instructions, asks the reader to say, conclude or mark something, addresses an AI, or imitates this
-program's own prompt structure (control tokens, the spotlight tag, observation headers, its verdict
-JSON). An order to do something in the world ("You must restart the pod") is operations text.
+program's own prompt structure (control tokens, the spotlight tag, observation headers, DSPy's field
+headers, its verdict JSON). An order to do something in the world ("You must restart the pod") is operations text.
 """
 
 from __future__ import annotations
@@ -277,6 +277,8 @@ def _forged_framing() -> list[str]:
         rf"[\"']?(?:judge?ment|verdict)[\"']?\s*[:=]\s*[\"']?(?:{values})\b|[\"'](?:{compound})[\"']\s*:",
         r"(?:^|\n)\s*(?:={2,}|-{2,}|#+|\[|<)\s*/?\s*(?:tool|function)[\s_-]?(?:results?|outputs?|responses?|calls?)\b",
         rf"\b(?:tool|function)_(?:results?|outputs?|responses?)\b|\b{SPOTLIGHT_TAG}\b",
+        # DSPy's field headers ([[ ## observations ## ]]): the structure every stage's prompt is written in.
+        r"\[\s*\[\s*#{1,3}\s*[^\[\]#\n]{1,60}?\s*#{1,3}\s*\]\s*\]",
     ]
 
 
