@@ -251,14 +251,19 @@ UNUSABLE_TOKENS = ["   ", "s3cret-token\n", " s3cret-token", "s3cret token", "t√
 
 
 @pytest.mark.parametrize("token", UNUSABLE_TOKENS)
-def test_a_token_no_client_can_send_stops_serve_before_it_binds(token, monkeypatch, capsys, tmp_path):
+def test_a_token_no_client_can_send_stops_serve_before_it_binds(token, tmp_path):
     port = free_port()
-    monkeypatch.setenv("DIAGNOSIS_API_TOKEN", token)
-    assert cli.main(["--db", f"sqlite:///{tmp_path / 'audit.db'}", "serve", "--port", str(port)]) == 2
-    err = capsys.readouterr().err
-    assert "DIAGNOSIS_API_TOKEN" in err and "Traceback" not in err
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", port))  # nothing bound it
+    env = {**os.environ, "DIAGNOSIS_API_TOKEN": token, "PYTHONPATH": str(ROOT)}
+    process = subprocess.Popen([sys.executable, "-m", "tests.support.serve_process", "--db",
+                                f"sqlite:///{tmp_path / 'audit.db'}", "serve", "--port", str(port)],
+                               cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _, err = process.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.communicate()
+        pytest.fail("serve started with a token no client can send")
+    assert process.returncode == 2 and "DIAGNOSIS_API_TOKEN" in err and "Traceback" not in err
 
 
 def test_a_token_a_header_carries_is_taken(monkeypatch):
