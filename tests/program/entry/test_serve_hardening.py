@@ -371,3 +371,26 @@ def test_a_server_marks_its_unwritten_run_failed_at_its_next_save(tmp_path):
     store.save_session(DiagnosisSession(session_id="run-2", query="q", process=this_process()))
     assert store.get_session("run-1").status == "failed"
     assert Path(path).exists()
+
+
+# --- a page in a browser ------------------------------------------------------------------------
+
+
+def test_a_cross_origin_page_can_neither_post_json_without_a_preflight_nor_be_granted_one(tmp_path):
+    """What a browser lets a page on another origin send without asking first is a "simple" request:
+    a body of text/plain, a form or multipart. Every route with a body refuses those; the preflight a
+    JSON body needs is never granted (no CORS headers), so a browser would not send it."""
+    body = json.dumps(webhook(firing()))
+    with server(f"sqlite:///{tmp_path / 'audit.db'}") as api:
+        for path, sent in (("/v1/alertmanager", body), ("/v1/diagnose", json.dumps({"question": "q"}))):
+            for content_type in ("text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"):
+                got = httpx.post(f"{api.url}{path}", content=sent,
+                                 headers={"Content-Type": content_type, "Origin": "https://evil.example"})
+                assert got.status_code == 422 and "access-control-allow-origin" not in got.headers, (path, content_type)
+            preflight = httpx.options(f"{api.url}{path}", headers={"Origin": "https://evil.example",
+                                                                  "Access-Control-Request-Method": "POST",
+                                                                  "Access-Control-Request-Headers": "content-type"})
+            assert "access-control-allow-origin" not in preflight.headers
+        listed = httpx.get(f"{api.url}/v1/sessions", headers={"Origin": "https://evil.example"})
+        assert listed.status_code == 200 and "access-control-allow-origin" not in listed.headers
+        assert listed.json()["sessions"] == []
