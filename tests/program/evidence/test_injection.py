@@ -235,3 +235,19 @@ def test_the_hand_written_operations_lines_read_as_directing_are_the_two_known_o
     # LOW_CONFID, never PASS (the README counts them).
     assert [line for line in lines if tells_what_to_conclude(line)] == [
         "approve-bot: PR #4412 approved by 2 reviewers", "Verdict of canary analysis: PASS (error rate 0.12% < 1%)"]
+
+
+def test_no_line_of_the_real_logs_is_read_as_telling_its_reader_what_to_conclude(real_logs):
+    """The logs the real programs write for the log tests (tests/support/real_logs.py): nginx,
+    PostgreSQL, rsyslog, OpenJDK, CPython, Prometheus, each as it wrote them."""
+    import gzip
+
+    lines = []
+    for path, entry in real_logs.manifest["files"].items():
+        if entry.get("origin") != "software":
+            continue
+        raw = real_logs.path(path).read_bytes()
+        text = (gzip.decompress(raw) if path.endswith(".gz") else raw).decode("utf-8", "replace")
+        lines += [line for line in text.splitlines() if line.strip()]
+    assert len(lines) > 100
+    assert [line for line in lines if tells_what_to_conclude(line) or addresses_the_model(line)] == []
