@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from program.store.audit import TRACEBACK, AuditStore, AuditStoreError
+from program.store.audit import TRACEBACK, AuditStore, AuditStoreError, UnreadableRecord
 from program.evidence.characters import BIDI_CONTROLS, ZERO_WIDTH
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from program.evidence.matching import canonical, match_excerpt
@@ -206,6 +206,9 @@ def session_page(session_id: str, request: Request) -> HTMLResponse:
             return HTMLResponse(render_problem("Unknown session", f"No session {session_id!r} is recorded."),
                                 status_code=404, headers=HEADERS)
         invocations = store.list_invocations(session_id)
+    except UnreadableRecord as exc:
+        # This one record cannot be read; the store, and every other page, can.
+        return HTMLResponse(render_problem("The session cannot be read", str(exc)), status_code=422, headers=HEADERS)
     except AuditStoreError as exc:
         return HTMLResponse(render_problem("The session cannot be read", str(exc)), status_code=500, headers=HEADERS)
     return HTMLResponse(render_session(record, invocations), headers=HEADERS)

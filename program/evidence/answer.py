@@ -3,8 +3,9 @@
 The composer LM writes the answer; code then checks it. Raw JSON or paths, a whole tool-output
 dump, a blocked claim, an excluded topic, an echoed injection, a sentence that negates a verified
 claim or asserts a state its evidence does not report, a number, name or identifier that no
-verified claim or cited clause contains, bidirectional controls, or an answer past the length cap
-makes code replace it with an answer built only from verified claims.
+verified claim or cited clause contains, a clause that no verified claim grounds (an added cause, a
+fix, a restated missing_info), bidirectional controls, or an answer past the length cap makes code
+replace it with an answer built only from verified claims.
 
 Every sentence of the deterministic answer is code's: the verdict, the verified claims (checked
 claim by claim) with the whole clauses they cite, the searches that found nothing, the lookups
@@ -15,16 +16,25 @@ record and out of this answer (the composer may read it; its answer is scanned l
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
-from program.evidence.characters import bidi_controls
+from program.evidence.characters import bidi_controls, negation_word
 from program.evidence.injection import addresses_the_model, restated_instruction
-from program.evidence.language import say, verdict_text
+from program.evidence.language import TEXT, say, verdict_text
 from program.evidence.matching import canonical
 from program.evidence.relevance import unnamed_topics
 from program.evidence.scope import mentions
-from program.evidence.statements import misbound_numbers, negated, sentences, state_conflicts, ungrounded_numbers
+from program.evidence.statements import (
+    CLAUSE_END,
+    misbound_numbers,
+    negated,
+    sentences,
+    state_conflicts,
+    ungrounded_numbers,
+)
 from program.evidence.verdict import IDENTIFIER, CitedRef
 from signatures.contracts import RAW_PATH_IN_TEXT, Claim, Language, Verdict
+from tools.search import read_line, read_query
 
 RAW_JSON = re.compile(r"[{\[]\s*\"[^\"]+\"\s*:|\"(?:claim_id|evidence_bindings|source_invocation_id|raw_path)\"")
 # Any locator of any tool's output: an answer is for a person, who has no use for one.
@@ -37,6 +47,37 @@ MAX_ANSWER_CHARS = 800
 # Hedges about what is NOT confirmed are how an honest answer talks about hypotheses.
 HEDGE = re.compile(r"未确认|尚未确认|无法确认|不能确认|不确定|未经证实|not (?:yet )?confirmed|cannot confirm|unconfirmed",
                    re.IGNORECASE)
+
+
+# A clause of a composed answer is grounded when at least this share of its concepts (tools.search:
+# the catalog's synonym groups and names, other words by form) occur in the verified claims and the
+# clauses they cite. A paraphrase keeps most of its words; an added cause ("原因是上周的发布引入了
+# 缓存泄漏", "请回滚") keeps none. Its polarity ("No, …") is not a concept: a sentence that negates a
+# verified claim is caught by `contradicting_sentences`.
+GROUNDED_SHARE = 0.5
+PLACEHOLDER = re.compile(r"\{\w+\}")
+# Code's own sentences, clause by clause: a composed answer may repeat them.
+CODE_CLAUSES = frozenset(canonical(clause).text for table in TEXT.values() for sentence in table.values()
+                         for piece in PLACEHOLDER.split(sentence) for clause in CLAUSE_END.split(piece)
+                         if clause.strip())
+
+
+def ungrounded_clauses(answer: str, verified: list[Claim], cited: dict[str, list[CitedRef]],
+                       names: tuple[str, ...] = (), topics: list[tuple[str, ...]] = ()) -> list[str]:
+    """The clauses of a composed answer that no verified claim grounds: fewer than GROUNDED_SHARE of
+    their concepts occur in the verified claims and their evidence, and they are not code's own."""
+    grounding = read_line(" ".join(f"{c.claim_text} {' '.join(contexts(c, cited))}" for c in verified))
+    synonyms = {str(n): group for n, group in enumerate(topics)}
+    found = []
+    for clause in CLAUSE_END.split(answer):
+        if not clause.strip() or canonical(clause).text in CODE_CLAUSES:
+            continue
+        query = read_query(clause, synonyms, names)
+        query = replace(query, words=tuple(w for w in query.words if not negation_word(w)))
+        groups, hits = grounding.matched(query)
+        if query.concepts and groups + hits < GROUNDED_SHARE * query.concepts:
+            found.append(clause.strip())
+    return found
 
 
 def contexts(claim: Claim, cited: dict[str, list[CitedRef]]) -> list[str]:
@@ -103,6 +144,8 @@ def scan_answer(
         reasons.append(f"the answer negates a verified claim or its evidence: {contradiction[0]!r}")
     if ungrounded := ungrounded_tokens(text, verified, names, cited):
         reasons.append(f"the answer states {', '.join(ungrounded[:5])}, which no verified claim or excerpt contains")
+    if unsupported := ungrounded_clauses(text, verified, cited, names, topics):
+        reasons.append(f"the answer says {unsupported[0]!r}, which no verified claim or its evidence grounds")
     evidence = [clause for c in verified for clause in contexts(c, cited)]
     if misbound := misbound_numbers(text, evidence):
         reasons.append(f"the answer gives {misbound[0]}: a number said of another quantity")

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from program.evidence.characters import bidi_controls
-from program.evidence.injection import restated_instruction
+from program.evidence.injection import restated_instruction, rests_on_direction
 from program.evidence.relevance import Target, off_topic, unnamed_topics
 from program.evidence.scope import mentions
 from program.evidence.units import UNIT
@@ -67,6 +67,8 @@ ABSENCE = re.compile(r"未检索到|未找到|没有找到|未发现|没有发�
 
 # A claim that says what its evidence asks the reader to say: an instruction obeyed.
 RESTATED_INSTRUCTION = "verdict.restated_instruction"
+# A claim whose every cited line tells its reader what to conclude: such a line is no evidence.
+DIRECTED_EVIDENCE = "verdict.directed_evidence"
 
 # The second look before an all-clear: a line of the target's own logs that matches at least this
 # share of the question's concepts (rounded up, at least one; tools/search.py) is a plausible match,
@@ -229,6 +231,8 @@ def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target
         if controls := bidi_controls(claim.claim_text):
             block(claim, "verdict.bidi_control", f"the claim text holds bidirectional control characters "
                   f"({', '.join(controls)}), which change what a reader sees")
+        if reason := rests_on_direction([ref.text for ref in refs if not ref.no_hit]):
+            block(claim, DIRECTED_EVIDENCE, f"the claim {reason}")
         if reason := restated_instruction(claim.claim_text, [ref.text for ref in refs], tuple(topics), names):
             block(claim, RESTATED_INSTRUCTION, f"the claim {reason}")
     return blockers

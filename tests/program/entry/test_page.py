@@ -248,7 +248,7 @@ def test_a_record_this_version_cannot_read_is_a_page_that_says_so_not_a_tracebac
     with sqlite3.connect(path) as db:
         db.execute("update diagnosis_sessions set record = json_set(record, '$.status', 'lost')")
     answer = _app(store).get(f"/sessions/{session_id}")
-    assert answer.status_code == 500 and "The session cannot be read" in answer.text
+    assert answer.status_code == 422 and "The session cannot be read" in answer.text
     assert "stored in a form this version cannot read" in answer.text and "Traceback" not in answer.text
 
 

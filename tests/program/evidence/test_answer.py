@@ -1,7 +1,14 @@
 """The deterministic answer says what was verified and nothing that contradicts its verdict."""
 
-from program.evidence.answer import deterministic_answer
+import json
+from pathlib import Path
+
+import pytest
+
+from program.evidence.answer import deterministic_answer, ungrounded_clauses
+from program.evidence.verdict import CitedRef
 from signatures.contracts import Claim
+from tools.catalog import active_catalog
 
 
 def claim(text: str, excerpt: str, claim_type: str = "observation") -> Claim:
@@ -28,3 +35,20 @@ def test_possible_matches_that_name_an_excluded_topic_are_not_shown():
     answer = deterministic_answer("LOW_CONFID", [], [], excluded_terms=("hikaricp",),
                                   possible_matches=["[11:20][WARN][order-service] HikariCP pool stats: active=50/50"])
     assert "HikariCP" not in answer and "可能正是所问的内容" not in answer
+
+
+COMPOSED = json.loads((Path(__file__).parent / "data" / "composed_answers.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("case", COMPOSED["answers"], ids=lambda case: case["answer"][:40])
+def test_every_clause_of_a_composed_answer_must_be_grounded_in_a_verified_claim(case):
+    """Every composer reply of the committed transcripts and the ones written for issue 30, each
+    labelled by hand: the answers that add a cause, a fix or the LM's missing_info are refused."""
+    catalog = active_catalog()
+    claims = [Claim(claim_id=f"c{i}", claim_type="observation", claim_text=v["claim"], evidence_bindings=[])
+              for i, v in enumerate(case["verified"])]
+    cited = {f"c{i}": [CitedRef(tool_name="query_metrics", text=e, context=e, state=None, no_hit=False, searched="",
+                                backfilled=False, indirect=False) for e in v["evidence"]]
+             for i, v in enumerate(case["verified"])}
+    ungrounded = ungrounded_clauses(case["answer"], claims, cited, catalog.names, catalog.topic_groups())
+    assert (not ungrounded) == case["grounded"], ungrounded
