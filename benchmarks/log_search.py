@@ -21,10 +21,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from program.evidence.relevance import question_words
-from program.evidence.verdict import SECOND_LOOK_SHARE
+from program.evidence.verdict import SECOND_LOOK_SHARE, plausible
 from tools.catalog import active_catalog
 from tools.functions import query_logs
-from tools.search import QUERY_STOPWORDS, fold, named_concepts
+from tools.folding import fold_words
+from tools.search import QUERY_STOPWORDS, named_concepts
 from tools.sources.active import active_sources
 
 QUESTIONS = Path(__file__).resolve().parent / "log_questions.json"
@@ -38,7 +39,7 @@ def substring_rule(query: str, service: str) -> list[str]:
     words = [w for w in re.split(r"[\s,;，；、。]+", remaining) if len(w) >= 2 and w not in QUERY_STOPWORDS]
     found = []
     for record in records.records:
-        text = fold(f"{record['level']} {record['service']} {record['message']}")
+        text = fold_words(f"{record['level']} {record['service']} {record['message']}")
         if record["service"] != service or not all(any(t in text for t in g) for g in groups):
             continue
         if groups or all(w in text for w in words):
@@ -66,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
                                    "baseline_recall": recall(q["expected"], old) if q["expected"] else None})
         words = question_words(q["question"], catalog)
         look = query_logs(words, service=q["service"], limit=50, min_share=SECOND_LOOK_SHARE)
-        row["second_look"] = {"words": words, "flagged": [log["message"] for log in look["logs"]]}
+        # The lines the pipeline takes as plausible matches (verdict.plausible: the question's numbers are never optional).
+        row["second_look"] = {"words": words, "flagged": plausible([log["message"] for log in look["logs"]], words)}
         rows.append(row)
 
     def mean(values):
