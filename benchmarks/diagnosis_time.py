@@ -146,6 +146,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=("all", "seed", "unseen", "hard", "retry", "seed+unseen"), default="all")
     parser.add_argument("--out", default="results", help="folder for the run's directory")
     parser.add_argument("--replay", help="a run directory to re-score from its transcript, without the model")
+    parser.add_argument("--ids", help="comma-separated question ids: only these of the set")
     args = parser.parse_args(argv)
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
 
@@ -163,6 +164,9 @@ def main(argv: list[str] | None = None) -> int:
         transcript = out / "transcript.jsonl"
         meta = {"run": run, "lm": lm_spec(args.lm), "mode": "recorded", "started": datetime.now(UTC).isoformat()}
         asked, seconds = questions(args.only), {}
+        if args.ids:
+            wanted = set(args.ids.split(","))
+            asked = [q for q in asked if q["id"] in wanted]
     lm = make_lm(meta["lm"], transcript, bool(args.replay))
     store = AuditStore("sqlite://")
     rows = []
