@@ -26,6 +26,13 @@ def fold(text: str) -> str:
     return _INVISIBLE.sub("", nfkc(text).casefold())
 
 
+def fold_label(text: str) -> str:
+    """NFKC, then case folded, every character kept: how a quoted label value is matched whole. To
+    Prometheus and Alertmanager a value with a zero-width space in it is another value, so it must
+    not become the name it looks like."""
+    return nfkc(text).casefold()
+
+
 def fold_words(text: str) -> str:
     """Folded, with every run of whitespace one space: how queries and runbooks are tokenised."""
     return re.sub(r"\s+", " ", fold(text)).strip()

@@ -198,10 +198,13 @@ def print_audit(console: Console, record: DiagnosisSession, invocations) -> None
 
 def _print_attempt(console: Console, attempt: ExecutorAttempt) -> None:
     gate = attempt.gatekeeper_result
-    console.print(f"\n[bold]executor attempt {attempt.attempt}[/]  parse={_plain(attempt.parse_status.status)}  "
+    console.print(f"\n[bold]executor attempt {attempt.attempt}[/]{'  (used)' if attempt.used else ''}  "
+                  f"parse={_plain(attempt.parse_status.status)}  "
                   f"gatekeeper={_plain(gate.status)}/{_plain(gate.severity)}  failed_rules={_plain(gate.failed_rules)}")
     if attempt.retry_context:
         console.print(f"  retry_context: {_plain(attempt.retry_context.failed_rules)}")
+    for finding in attempt.blocked:
+        console.print(f"  code refused {_plain(finding.claim_id or '')}: {_plain(finding.rule)}: {_plain(finding.message)}")
     if attempt.parse_status.status != "valid":
         console.print(f"  parse detail: {_clip(attempt.parse_status.detail, 200)}")
     by_owner: dict[str, list] = {}

@@ -173,16 +173,18 @@ def render_session(record: DiagnosisSession, invocations: list[ToolInvocation]) 
     by_id = {inv.id: inv for inv in invocations}
     evaluation = record.self_evaluation.verifier_evaluation if record.self_evaluation else None
     attempts = record.executor_attempts
-    gate = evaluation.gatekeeper_result if evaluation else (attempts[-1].gatekeeper_result if attempts else None)
+    # The attempt the verdict rests on; a record from before attempts were compared used its last.
+    used = next((a for a in attempts if a.used), attempts[-1] if attempts else None)
+    gate = evaluation.gatekeeper_result if evaluation else (used.gatekeeper_result if used else None)
     judgements = {j.claim_id: j for j in evaluation.claim_judgements} if evaluation else {}
     overrides = evaluation.code_overrides if evaluation else []
-    claims = _claims(record.executor_output or (attempts[-1].executor_output if attempts else None), gate,
-                     attempts[-1].drafts if attempts else [], judgements, overrides, by_id)
+    claims = _claims(record.executor_output or (used.executor_output if used else None), gate,
+                     used.drafts if used else [], judgements, overrides, by_id)
     earlier = [(a, _claims(a.executor_output, a.gatekeeper_result, a.drafts, {}, [], by_id),
-                _run_findings(a.gatekeeper_result)) for a in attempts[:-1]]
+                _run_findings(a.gatekeeper_result)) for a in attempts if a is not used]
     return TEMPLATES.get_template("session.html").render(
         record=record, evaluation=evaluation, gate=gate, gate_findings=_run_findings(gate), claims=claims,
-        earlier=earlier, run_overrides=[o for o in overrides if o.claim_id is None],
+        used=used, earlier=earlier, run_overrides=[o for o in overrides if o.claim_id is None],
         invocations=sorted(invocations, key=lambda inv: inv.id), call_text=call_text,
         total_seconds=sum(u.seconds for u in record.usage.values()),
         traceback_rule=TRACEBACK, style=Markup(STYLE), policy=POLICY)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from program.evidence.scope import mentions, question_names, without_exclusions
 from tools.catalog import Catalog
-from tools.folding import fold, nfkc
+from tools.folding import fold, fold_label, nfkc
 from tools.recorder import COPIED_OBSERVATION
 
 
@@ -101,7 +101,7 @@ def off_topic(claim_text: str, cited_texts: list[str], target: Target) -> str | 
     if missing:
         return f"the claim {missing}, which the question asks about"
     for value in target.unknown:
-        if not any(fold(value) in fold(text) for text in cited_texts):
+        if not any(fold_label(value) in fold_label(text) for text in cited_texts):
             return (f"the question quotes {value!r}, which is no service, alert or topic the sources know, and no "
                     "cited evidence holds it whole")
     # Every citation must be about the target service; one that also concerns the asked topic is

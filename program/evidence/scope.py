@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from tools.catalog import Catalog
-from tools.folding import fold, nfkc
+from tools.folding import fold, fold_label, nfkc
 
 NARROW_MARKERS = (
     "只确认", "只排查", "只看", "不要分析", "不要扩展", "只回答", "是否真实存在", "是否存在",
@@ -76,12 +76,12 @@ def question_names(question: str, catalog: Catalog) -> Named:
     own = own_words(asked)
     values = [v for v in quoted_values(asked) if v.strip()]
     terms = {t for group in catalog.topic_groups() for t in group if t}
-    whole = {fold(v) for v in values}
+    whole = {fold_label(v) for v in values}
     services = tuple(s for s in catalog.services if mentions(own, [s.casefold()]) or s.casefold() in whole)
     alerts = tuple(a for a in catalog.alert_names if mentions(own, [a.casefold()]) or a.casefold() in whole)
     known = {n.casefold() for n in (*catalog.services, *catalog.alert_names)} | terms
     return Named(services=services, alerts=alerts, own=own, quoted_terms=tuple(sorted(whole & terms)),
-                 unknown=tuple(dict.fromkeys(v for v in values if fold(v) not in known)))
+                 unknown=tuple(dict.fromkeys(v for v in values if fold_label(v) not in known)))
 
 
 def exclusion_clauses(text: str) -> list[re.Match]:

@@ -23,12 +23,31 @@ def test_a_pass_whose_findings_are_hidden_for_an_excluded_topic_never_says_nothi
     assert "未列出" in answer and "无法确认" not in answer and "92%" not in answer
 
 
-def test_nothing_verified_says_so_and_shows_possible_matches_unverified():
+def test_nothing_verified_says_so_only_when_nothing_was_found():
+    answer = deterministic_answer("LOW_CONFID", [], [], language="en")
+    assert "No real evidence that could be verified was found" in answer
+
+
+def test_nothing_verified_shows_possible_matches_unverified_and_never_says_nothing_was_found():
     answer = deterministic_answer("LOW_CONFID", [], [], language="en",
                                   possible_matches=["[11:05][ERROR][payment-service] payment callback failed"])
-    assert "No real evidence that could be verified was found" in answer
+    assert "No real evidence" not in answer and "The lookups found evidence" in answer
     assert "may be what was asked about (not verified" in answer
     assert answer.rstrip().endswith("- [11:05][ERROR][payment-service] payment callback failed")
+
+
+def test_nothing_verified_names_what_the_lookups_found_as_not_verified():
+    found = ["HighCPUUsage firing, service=payment-service, current=92%, threshold=80%"]
+    for language, marked in (("en", "What they found (not verified):"), ("zh", "找到的证据如下（未核实）：")):
+        answer = deterministic_answer("LOW_CONFID", [], [], language=language, found=found)
+        assert f"{marked}\n- {found[0]}" in answer
+        assert "No real evidence" not in answer and "未检索到" not in answer
+
+
+def test_found_refs_of_an_excluded_topic_are_not_shown_nor_called_nothing():
+    answer = deterministic_answer("LOW_CONFID", [], [], excluded_terms=("highcpuusage",),
+                                  found=["HighCPUUsage firing, service=payment-service, current=92%"])
+    assert "HighCPUUsage" not in answer and "未检索到" not in answer and "查询找到了证据" in answer
 
 
 def test_possible_matches_that_name_an_excluded_topic_are_not_shown():

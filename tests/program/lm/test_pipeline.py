@@ -79,7 +79,7 @@ def test_hikaricp_negative_never_passes_a_positive_claim(cases, store):
     assert "generic-service" not in store.get_session(result.session_id).model_dump_json()
     verified = [c for c in result.claims if c.verification_status == "verified"]
     assert verified and all(c.claim.claim_type == "negative_observation" for c in verified)
-    assert "未检索到真实证据" in result.answer
+    assert "inventory-service 的日志中没有与“HikariCP”匹配的记录（检索未找到）" in result.answer
 
 
 def test_gatekeeper_reject_fixture_is_rejected_retried_and_stored(cases, store):
