@@ -192,16 +192,19 @@ def main(argv: list[str] | None = None) -> int:
     lm = make_lm(meta["lm"], transcript, bool(args.replay))
     store = AuditStore("sqlite://")
     logs = real_logs(out, write=not args.replay) if any(q["set"] == "reallogs" for q in asked) else None
-    rows = []
+    rows, unrecorded = [], {}
     for n, question in enumerate(asked, start=1):
         if question["set"] == "reallogs":
             os.environ["DIAGNOSIS_LOGS_DIR"] = str(logs)
         else:
             os.environ.pop("DIAGNOSIS_LOGS_DIR", None)
         started = time.perf_counter()
+        missing = getattr(lm.engine, "missing", 0)
         program = Diagnosis(store=store)
         result = diagnose(question["question"], lm=lm, db=store, program=program)
         row = score(question, result, store)
+        if args.replay:
+            unrecorded[row["id"]] = lm.engine.missing - missing
         row["seconds"] = seconds.get(row["id"], round(time.perf_counter() - started, 1))
         rows.append(row)
         print(f"[{n}/{len(asked)}] {row['id']}: {row['verdict']} (expected {row['expected']}) "
@@ -210,10 +213,15 @@ def main(argv: list[str] | None = None) -> int:
     totals = summary(rows)
     text = report(meta, rows, totals)
     if args.replay:
-        same = [r["verdict"] for r in rows] == [r["verdict"] for r in recorded["rows"]]
-        print(f"replay reproduces every recorded verdict: {same}")
+        moved = [f"{now['id']}: recorded {then['verdict']}, now {now['verdict']}"
+                 + (f" ({unrecorded[now['id']]} request(s) the recorded run never made: the program's prompts "
+                    "changed since)" if unrecorded[now["id"]] else " (same requests: the code reads them differently)")
+                 for now, then in zip(rows, recorded["rows"], strict=True) if now["verdict"] != then["verdict"]]
+        print(f"replay reproduces every recorded verdict: {not moved}")
+        for line in moved:
+            print(f"  moved: {line}")
         print(text)
-        return 0 if same else 1
+        return 0 if not moved else 1
     (out / "results.json").write_text(json.dumps({"meta": meta, "summary": totals, "rows": rows}, ensure_ascii=False,
                                                  indent=2), encoding="utf-8")
     (out / "report.md").write_text(text, encoding="utf-8")

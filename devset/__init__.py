@@ -26,6 +26,8 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
+from tools.jsonlines import json_lines
+
 CASES_DIR = Path(__file__).resolve().parent / "cases"
 HARD = Path(__file__).resolve().parent / "hard.jsonl"
 WORLD = Path(__file__).resolve().parent / "world"
@@ -102,21 +104,7 @@ def load_devset(directory: Path | str | None = None, hard: Path | str | None = N
 
     cases = load_cases(directory)
     path = Path(hard or HARD)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise DevsetError(f"cannot read the devset cases {path}: {exc}") from None
-    records = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DevsetError(f"{path}:{number} is not JSON: {exc}") from None
-        if not isinstance(record, dict):
-            raise DevsetError(f"{path}:{number} is not an object")
-        records.append(_hard(record, f"{path}:{number}"))
+    records = [_hard(record, where) for where, _, record in json_lines(path, DevsetError, "the devset cases")]
     ids = [c["case_id"] for c in cases] + [r["case_id"] for r in records]
     if len(set(ids)) != len(ids):
         raise DevsetError(f"duplicate case ids in the devset: {sorted({i for i in ids if ids.count(i) > 1})}")

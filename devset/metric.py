@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from program.evidence.gatekeeper import check
-from program.evidence.statements import CLEARED_WORDS, fold, negated
+from program.evidence.statements import CLEARED_WORDS, negated, statement_form
 from program.evidence.scope import mentions
 from program.lm.adapter import TEXT_MAX_CHARS
 from signatures.contracts import (
@@ -70,7 +70,7 @@ def wrong_citations(wrong: list[dict], gate: GatekeeperResult, invocations: list
 
 def polarity(text: str, claim_type: str | None = None) -> str:
     """Whether a claim says the asked thing is there ("present") or denies or clears it ("absent")."""
-    absent = claim_type == "negative_observation" or negated(text) or CLEARED_WORDS.search(fold(text))
+    absent = claim_type == "negative_observation" or negated(text) or CLEARED_WORDS.search(statement_form(text))
     return "absent" if absent else "present"
 
 

@@ -17,9 +17,10 @@ from tools.sources.errors import SourceError
 from tools.sources.logs.formats import parse_json
 from tools.sources.logs.levels import LOG_LEVELS
 from tools.sources.runbooks import Runbook, load_runbook
+from tools.jsonlines import json_lines
 
 DEFAULT_WORLD_DIR = Path(__file__).resolve().parent / "world"
-ALERT_STATES = ("firing", "resolved")
+FIXTURE_ALERT_STATES = ("firing", "resolved")
 ALERT_FIELDS = ("name", "state", "service", "current", "threshold", "duration", "description", "samples")
 LOG_FIELDS = ("timestamp", "level", "service", "message")
 
@@ -63,25 +64,15 @@ def _load_logs(path: Path) -> list[dict[str, Any]]:
     """The world's log records, read as JSON lines (tools/sources/logs/formats.py), as a log
     directory's JSON lines are; every record must name its time, level, service and message."""
     logs = []
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise WorldError(f"fixture file missing: {path}") from None
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise WorldError(f"{path}:{number} is not valid JSON: {exc}") from None
-        _require(record, LOG_FIELDS, f"{path}:{number}")
-        entry = parse_json(line.strip())
+    for where, line, record in json_lines(path, WorldError, "the fixture's logs"):
+        _require(record, LOG_FIELDS, where)
+        entry = parse_json(line)
         if entry is None or entry.format != "json":
-            raise WorldError(f"{path}:{number} is not a JSON log record")
+            raise WorldError(f"{where} is not a JSON log record")
         if record["level"] not in LOG_LEVELS or entry.level != record["level"]:
-            raise WorldError(f"{path}:{number}: level {record['level']!r} is not one of {LOG_LEVELS}")
+            raise WorldError(f"{where}: level {record['level']!r} is not one of {LOG_LEVELS}")
         logs.append({"timestamp": entry.timestamp, "level": entry.level, "service": entry.service,
-                     "message": entry.message, "source": f"{path.name}:{number}", "format": entry.format})
+                     "message": entry.message, "source": f"{path.name}:{where.rsplit(':', 1)[1]}", "format": entry.format})
     return logs
 
 

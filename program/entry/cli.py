@@ -34,6 +34,7 @@ from program.store.audit import (
 from program.entry.terminal import printable, printable_json
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from signatures.contracts import DiagnosisResult, DiagnosisSession, ExecutorAttempt
+from tools.sources.limits import shortened
 
 STAGE_LABELS = {
     "preflight": "checking the language model",
@@ -123,8 +124,7 @@ def _plain(value) -> str:
 
 
 def _clip(text: str, n: int = 90) -> str:
-    text = " ".join(str(text).split())
-    return _plain(text if len(text) <= n else text[: n - 1] + "…")
+    return _plain(shortened(" ".join(str(text).split()), n))
 
 
 def print_result(console: Console, result: DiagnosisResult) -> None:

@@ -33,7 +33,6 @@ from tools.functions import TOOLBOX
 from tools.recorder import CONTROL_TOKEN, DEFUSED_TOKEN, NO_HIT, SPOTLIGHT_TAG
 from tools.search import Query, read_line, read_query
 
-CACHE_CHARS = 2_000_000
 
 # --- normalisation -------------------------------------------------------------------------------
 
@@ -322,7 +321,7 @@ REQUEST = re.compile("|".join(f"(?:{p})" for p in (
     re.IGNORECASE | re.MULTILINE)
 
 
-@text_cache(CACHE_CHARS)
+@text_cache()
 def addresses_the_model(text: str) -> bool:
     return DETECTOR.search(normalised(text)) is not None
 
@@ -354,7 +353,7 @@ READING = re.compile(_READING, re.IGNORECASE)
 GIVEN, TO_WHOM = re.compile(_GIVEN, re.IGNORECASE), re.compile(_TO_WHOM, re.IGNORECASE)
 
 
-@text_cache(CACHE_CHARS)
+@text_cache()
 def tells_what_to_conclude(text: str) -> str | None:
     """The words by which `text` tells its reader what to conclude, or None: an instruction to a
     model (the detector), words of the reading itself (a conclusion, a verdict, evidence), or a
@@ -390,7 +389,7 @@ class Restated:
     instruction: str  # the words that make it an instruction
 
 
-@text_cache(CACHE_CHARS)
+@text_cache()
 def _instructions(text: str) -> tuple[Restated, ...]:
     """Each instruction in `text` with the words it covers: all of a text the detector flags (an
     injection's payload may come before it, after it or in the lines it forges), and the rest of

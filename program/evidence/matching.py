@@ -69,7 +69,6 @@ GENERIC_WORDS = frozenset(
 )
 MIN_SIGNIFICANT_CHARS = 6
 # Memos keep at most this many characters of text (a normalised string costs ~10 bytes a character).
-CACHE_CHARS = 2_000_000
 MIN_PIECE_CHARS = 4
 # A letter or digit of any script but CJK (which has no spaces to mark its words), or "_".
 _WORD = r"[^\W\u2e80-\u9fff\uf900-\ufaff\u3000-\u303f]"
@@ -121,7 +120,7 @@ class Canonical:
     index: tuple[int, ...]
 
 
-@text_cache(CACHE_CHARS)
+@text_cache()
 def canonical(raw: str) -> Canonical:
     source = unicodedata.normalize("NFC", raw)
     last = len(source) - 1
@@ -168,7 +167,7 @@ def significant_chars(text: str) -> int:
     return sum(map(str.isalnum, text))
 
 
-@text_cache(CACHE_CHARS)
+@text_cache()
 def split_pieces(excerpt: str) -> tuple[str, ...]:
     return tuple(p for p in (x.strip() for x in ELLIPSIS.split(compatible_form(excerpt))) if p)
 

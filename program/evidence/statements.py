@@ -92,14 +92,14 @@ FIELD_NAMES = {"current": ("当前", "目前", "当前值", "现在"), "threshol
                "duration": ("持续", "持续时间", "时长")}
 
 
-def fold(text: str) -> str:
+def statement_form(text: str) -> str:
     """NFKC except for marks and superscripts (`12⁸` stays unreadable, not 128), one hyphen-minus
     for every dash, one apostrophe."""
     return "".join("-" if ch in DASHES else ch for ch in compatible_form(text)).replace("\u2019", "'")
 
 
 def negated(text: str) -> bool:
-    return NEGATION.search(fold(text)) is not None
+    return NEGATION.search(statement_form(text)) is not None
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ def quantities(text: str) -> list[Quantity]:
     """Every number the text states, in digits or in words, with its unit where it has one. A
     number word counts from ten up, or with a percent or a decimal point: "one of the pods" or
     "一个告警" is a count in passing, "十分" an adverb."""
-    text = fold(text)
+    text = statement_form(text)
     found = []
     for m in DIGITS.finditer(text):
         value = float(m.group("number").replace(",", "")) * (-1 if m.group("sign") == "-" else 1)
@@ -239,7 +239,7 @@ def ungrounded_numbers(text: str, evidence: list[str]) -> list[str]:
 
 def _name_parts(text: str) -> set[str]:
     """What a quantity's name is made of: its Latin words, and each pair of adjacent CJK characters."""
-    text = fold(text).casefold()
+    text = statement_form(text).casefold()
     parts = set(re.findall(r"[^\W\d_\u2e80-\u9fff]{2,}", text))
     for run in re.findall(r"[\u4e00-\u9fff]+", text):
         parts.update(run[i:i + 2] for i in range(max(1, len(run) - 1)))
@@ -250,7 +250,7 @@ def _pairs(evidence: list[str]) -> list[tuple[str, str, str]]:
     """(key, operator, value) for every `key op value` in the evidence texts."""
     found = []
     for text in evidence:
-        text = fold(text)
+        text = statement_form(text)
         for op in OPERATOR.finditer(text):
             key = KEY.search(text, 0, op.start())
             quoted = text[op.end():op.end() + 1] in ("\"", "'")
@@ -282,7 +282,7 @@ def misbound_numbers(text: str, evidence: list[str]) -> list[str]:
         values = quantities(value)
         if values and (names := _names(key)):
             named.append((key, value, names, values))
-    text = fold(text)
+    text = statement_form(text)
     found = []
     stated = quantities(text)
     for n, q in enumerate(stated):
@@ -361,7 +361,7 @@ def _about(names: tuple[str, ...]) -> re.Pattern:
 def said_state(text: str, names: tuple[str, ...] = ()) -> tuple[bool, bool]:
     """What the statement says of an alert's state: that it is raised (firing, pending, or denied
     to be over: 未恢复), and that it is over (resolved, or denied to fire: 没有在触发, 目前没有告警)."""
-    text = fold(text)
+    text = statement_form(text)
     about = _about(names)
     raised, raised_denied = _asserted(True, text, about)
     cleared, cleared_denied = _asserted(False, text, about)
@@ -369,10 +369,10 @@ def said_state(text: str, names: tuple[str, ...] = ()) -> tuple[bool, bool]:
 
 
 def state_denials(text: str, names: tuple[str, ...] = ()) -> list[tuple[int, int]]:
-    """The spans of `fold(text)` that deny a state of an alert ("没有" in 没有告警在触发, "not" in
+    """The spans of `statement_form(text)` that deny a state of an alert ("没有" in 没有告警在触发, "not" in
     "is not firing", "no alerts"): a denied state is an observation of the state the alert is in,
     which `state_conflicts` checks against the alert, not a statement that nothing was found."""
-    text = fold(text)
+    text = statement_form(text)
     about = _about(names)
     spans = [span for _, _, denials in _state_words(text, about) for span in denials]
     return spans + [m.span() for m in ALERT_DENIED.finditer(text)]
@@ -384,7 +384,7 @@ def outside_state_denials(pattern: re.Pattern, text: str, names: tuple[str, ...]
     "未找到 HighErrorRate 告警" that none was found."""
     spans = state_denials(text, names)
     return any(not any(start < m.end() and m.start() < end for start, end in spans)
-               for m in pattern.finditer(fold(text)))
+               for m in pattern.finditer(statement_form(text)))
 
 
 def only_denied(state: str, text: str) -> bool:
@@ -392,7 +392,7 @@ def only_denied(state: str, text: str) -> bool:
     pending"): a denial, not a statement that the state holds."""
     if state.casefold() not in (*RAISED_STATES, *CLEARED_STATES):
         return False
-    words = [denials for m, _, denials in _state_words(fold(text)) if m.group().casefold() == state.casefold()]
+    words = [denials for m, _, denials in _state_words(statement_form(text)) if m.group().casefold() == state.casefold()]
     return bool(words) and all(words)
 
 
@@ -412,7 +412,7 @@ def state_conflicts(text: str, states: set[str], evidence: list[str], names: tup
     and alerts). Against a firing alert, any sentence that it is over is a conflict ("曾触发，现已恢复"
     too); against a resolved one, only a statement that it fires and nothing that it cleared (an
     alert that fired and resolved did fire)."""
-    text = fold(text)
+    text = statement_form(text)
     conflicts = []
     says_raised, says_cleared = said_state(text, names)
     if states & set(RAISED_STATES) and says_cleared:

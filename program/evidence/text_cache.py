@@ -13,7 +13,11 @@ from collections.abc import Callable
 from functools import wraps
 
 
-def text_cache(max_chars: int) -> Callable:
+# Characters of keys each cache of the evidence layer keeps.
+CACHE_CHARS = 2_000_000
+
+
+def text_cache(max_chars: int = CACHE_CHARS) -> Callable:
     def decorate(function: Callable[[str], object]):
         entries: OrderedDict[str, object] = OrderedDict()
         lock = threading.Lock()

@@ -10,24 +10,22 @@ from collections.abc import Iterable
 
 from signatures.contracts import ToolInvocation, TraceSummaryEntry
 from tools.declaration import Toolbox
+from tools.sources.limits import shortened
 
 MAX_REFS_PER_CALL = 3
-MAX_ITEM_CHARS = 160
-
-
-def _clip(text: str) -> str:
-    return text if len(text) <= MAX_ITEM_CHARS else text[: MAX_ITEM_CHARS - 1] + "…"
+# Characters of one ref in the summary line: a summary, not the ref (the ref's own bound is the source's).
+SUMMARY_REF_CHARS = 160
 
 
 def _describe(inv: ToolInvocation) -> str:
     """One line per call, so a no-hit or a failure is never squeezed out by another call's refs."""
     details = inv.retrieval_details
     if details.evidence_status == "no_evidence":
-        return f"#{inv.id} no_hit: {_clip(details.message)}"
+        return f"#{inv.id} no_hit: {shortened(details.message, SUMMARY_REF_CHARS)}"
     if details.evidence_status == "failed":
-        return f"#{inv.id} failed: {_clip(details.message)}"
+        return f"#{inv.id} failed: {shortened(details.message, SUMMARY_REF_CHARS)}"
     refs = details.evidence_refs
-    shown = [f"{ref.raw_path} {_clip(ref.text)}" for ref in refs[:MAX_REFS_PER_CALL]]
+    shown = [f"{ref.raw_path} {shortened(ref.text, SUMMARY_REF_CHARS)}" for ref in refs[:MAX_REFS_PER_CALL]]
     more = f" (+{len(refs) - MAX_REFS_PER_CALL} more refs)" if len(refs) > MAX_REFS_PER_CALL else ""
     return f"#{inv.id} " + " | ".join(shown) + more
 

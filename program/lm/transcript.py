@@ -144,6 +144,9 @@ class ReplayEngine:
                 raise ValueError(f"{path}:{number} is not a transcript entry: {exc}") from None
         self.calls = 0
         self.repeats = 0
+        # Requests the recorded run never made: a replay whose verdict moves with these moved because
+        # the program now asks something else, not because the same replies read differently.
+        self.missing = 0
         self._lock = threading.Lock()
 
     def complete(self, request) -> Response:
@@ -151,6 +154,7 @@ class ReplayEngine:
         with self._lock:
             queue = self.replies.get(key)
             if not queue:
+                self.missing += 1
                 raise TranscriptMissing(f"no recorded reply for request {key[:12]} (the program or its inputs changed)")
             entry = queue.pop(0)
             if entry.get("repeat"):

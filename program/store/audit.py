@@ -88,7 +88,7 @@ class SessionIdRefused(AuditStoreError):
     """A run may not be recorded under this session id: another run holds it, or no store can keep it as it is."""
 
 
-BACKENDS = {"sqlite": "SQLite (sqlite:///path)", "postgresql": "PostgreSQL (postgresql+psycopg://…)"}
+DATABASES = {"sqlite": "SQLite (sqlite:///path)", "postgresql": "PostgreSQL (postgresql+psycopg://…)"}
 # The key of the PostgreSQL advisory lock that serialises creating the schema.
 SCHEMA_LOCK = 0x6164_6974
 UNSTORABLE = "audit.unstorable"
@@ -649,14 +649,14 @@ def _parse_url(url: str):
         # Not echoed: a URL that cannot be read cannot have its password hidden either.
         raise AuditURLError(f"the audit database URL is not a database URL: {exc}") from None
     backend = parsed.get_backend_name()
-    if backend not in BACKENDS:
+    if backend not in DATABASES:
         raise AuditURLError(f"{parsed.render_as_string(hide_password=True)}: the audit store runs on "
-                            f"{' or '.join(BACKENDS.values())}, not {backend}")
+                            f"{' or '.join(DATABASES.values())}, not {backend}")
     try:
         dialect = parsed.get_dialect()
     except ArgumentError as exc:  # NoSuchModuleError: a driver name SQLAlchemy does not know
         raise AuditURLError(f"{parsed.render_as_string(hide_password=True)} is not a database URL: {exc}") from None
     if dialect.is_async:
         raise AuditURLError(f"{parsed.render_as_string(hide_password=True)}: {parsed.get_driver_name()} is an asyncio "
-                            f"driver, and the audit store needs a plain one: {' or '.join(BACKENDS.values())}")
+                            f"driver, and the audit store needs a plain one: {' or '.join(DATABASES.values())}")
     return parsed

@@ -8,11 +8,11 @@ from typing import Any
 from tools.sources.interfaces import MetricsSource
 from tools.sources.logs.records import RecordLines, RecordLogSource, Searched
 from tools.sources.runbooks import RunbookDirectory
-from tools.world import ALERT_STATES, World
+from tools.world import FIXTURE_ALERT_STATES, World
 
 
 class FixtureMetrics(MetricsSource):
-    alert_states = ALERT_STATES
+    alert_states = FIXTURE_ALERT_STATES
 
     def __init__(self, world: World):
         self.world = world

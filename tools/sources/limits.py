@@ -35,6 +35,11 @@ def clip(text: str, limit: int = MAX_ITEM_CHARS) -> str:
     return f"{text[:limit]} …[cut: {len(text) - limit} more characters]"
 
 
+def shortened(text: str, limit: int) -> str:
+    """A display line's text: the text, or its first `limit` - 1 characters and an ellipsis."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def size_text(size: int) -> str:
     return f"{size / 2**20:.3g} MiB" if size >= 2**20 else f"{size} bytes"
 

@@ -33,7 +33,7 @@ from tools.sources.interfaces import MetricsSource, Settings
 from tools.sources.limits import MAX_BODY_BYTES, MAX_ITEM_CHARS, MAX_NAME_CHARS, clip
 
 AlertState = Literal["firing", "pending"]
-ALERT_STATES = get_args(AlertState)
+PROMETHEUS_ALERT_STATES = get_args(AlertState)
 # "<op> <number>" at the end of a rule's expression: the number is the rule's threshold. Searched
 # for, not matched from the start, so that an expression of spaces costs linear time, not quadratic.
 COMPARISON = re.compile(r"(?P<op>>=|<=|==|!=|>|<)\s*(?P<number>[-+]?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*$")
@@ -181,7 +181,7 @@ class Prometheus(MetricsSource):
         # `call` the whole of one tool call (the rules, then a range query per alert).
         self.timeout = timeout
         self.client = httpx.Client(base_url=self.url, timeout=timeout, transport=transport)
-        self.alert_states = ALERT_STATES
+        self.alert_states = PROMETHEUS_ALERT_STATES
 
     @property
     def label(self) -> str:

@@ -90,7 +90,7 @@ def test_a_space_inside_a_number_is_still_a_change():
 
 
 def test_memos_are_bounded_by_characters_not_entries():
-    from program.evidence.matching import CACHE_CHARS
+    from program.evidence.text_cache import CACHE_CHARS
 
     canonical.cache_clear()
     big = "GC次数: 128 " * 50_000  # 500,000 characters: too big to keep
