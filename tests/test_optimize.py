@@ -2,6 +2,7 @@
 
 import html
 import json
+from pathlib import Path
 
 import dspy
 import pytest
@@ -93,7 +94,7 @@ def test_optimize_saves_a_program_for_its_lm_and_diagnose_uses_it_only_there(run
     assert all(row in page for row in by) and page.index("<svg") < page.index("<table")
 
     monkeypatch.setenv("DIAGNOSIS_COMPILED_DIR", str(tmp_path / "compiled"))
-    assert newest_compiled() is not None
+    assert newest_compiled() == Path(results["meta"]["saved"]) and newest_compiled().parent == tmp_path / "compiled"
     question = next(c["question"] for c in DEVSET if c["case_id"] == "hikaricp_negative")
     store = AuditStore("sqlite://")
     compiled = diagnose(question, lm=lm, db=store)
