@@ -44,7 +44,7 @@ from program.lm.compiled import lm_identity, save_program  # noqa: E402
 from program.lm.embedding import QuestionEmbedder  # noqa: E402
 from program.lm.engine import lm_spec, resolve_lm  # noqa: E402
 from program.lm.transcript import recording_lm, replaying_lm  # noqa: E402
-from signatures.contracts import ExecutorOutput, ParseStatus  # noqa: E402
+from contracts import ExecutorOutput, ParseStatus  # noqa: E402
 from tools.catalog import active_catalog  # noqa: E402
 from tools.functions import TOOLBOX  # noqa: E402
 

@@ -25,7 +25,7 @@ import httpx
 
 from program.store.audit import AuditStore
 from program.evidence import gatekeeper, matching
-from signatures.contracts import MAX_EXCERPT_CHARS, Claim, EvidenceBinding, ExecutorOutput
+from contracts import MAX_EXCERPT_CHARS, Claim, EvidenceBinding, ExecutorOutput
 from tools.declaration import Toolbox
 from tools.functions import LOOKUP_KNOWLEDGE, QUERY_LOGS, QUERY_METRICS
 from tools.recorder import ToolInvocationRecorder

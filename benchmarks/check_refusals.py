@@ -41,7 +41,7 @@ from program.evidence.language import question_language
 from program.lm.cite import review
 from program.lm.run import Run
 from program.store.audit import AuditStore
-from signatures.contracts import ClaimDraft, EvidenceBinding, ExecutorOutput, ParseStatus, ToolInvocation
+from contracts import ClaimDraft, EvidenceBinding, ExecutorOutput, ParseStatus, ToolInvocation
 from tools.declaration import Toolbox
 from tools.functions import QUERY_LOGS, TOOLBOX, lookup_knowledge, query_logs
 from tools.recorder import OBSERVATION_HEAD, citation_label

@@ -26,7 +26,7 @@ from collections import Counter
 from program.store.audit import AuditStore
 from program.evidence import gatekeeper
 from program.evidence.matching import canonical, significant_chars
-from signatures.contracts import MAX_ITEMS, Claim, EvidenceBinding, ExecutorOutput
+from contracts import MAX_ITEMS, Claim, EvidenceBinding, ExecutorOutput
 from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder
 

@@ -12,7 +12,7 @@ from program.evidence.gatekeeper import check
 from program.evidence.statements import CLEARED_WORDS, negated, statement_form
 from program.evidence.scope import mentions
 from program.lm.adapter import TEXT_MAX_CHARS
-from signatures.contracts import (
+from contracts import (
     NARROW_MAX_CLAIMS,
     NARROW_MIN_CLAIMS,
     NARROW_TYPES,

@@ -20,7 +20,7 @@ from program.store.audit import AuditStore
 from program.evidence.checks import check_citations
 from program.evidence.relevance import Target, question_target
 from program.evidence.scope import Scope, mentions, read_scope
-from signatures.contracts import (
+from contracts import (
     ClaimDraft,
     ExecutorOutput,
     Finding,

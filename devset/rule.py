@@ -12,7 +12,7 @@ from __future__ import annotations
 import dspy
 
 from program.evidence.citations import Menu
-from signatures.contracts import NARROW_MAX_CLAIMS, ClaimDraft, ExecutorOutput, ParseStatus, PlannerOutput, ToolInvocation
+from contracts import NARROW_MAX_CLAIMS, ClaimDraft, ExecutorOutput, ParseStatus, PlannerOutput, ToolInvocation
 
 
 class LookupRule(dspy.Module):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dspy
 
-from signatures.contracts import ClaimDraft, MissingInfo, PlanDraft, PlannerOutput, ToolInvocation
+from contracts import ClaimDraft, MissingInfo, PlanDraft, PlannerOutput, ToolInvocation
 from tools.calls import ToolCall
 from tools.functions import TOOLBOX
 from tools.recorder import citation_label, extract_retrieval_details, render_observations

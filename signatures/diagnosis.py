@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from signatures.contracts import (
+from contracts import (
     ClaimDraft,
     Hypothesis,
     Judgement,

@@ -20,7 +20,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_module_has_a_layer():
     modules = project_modules(ROOT)
-    assert {"signatures.contracts", "tools.recorder", "program.evidence.gatekeeper", "program.store.audit",
+    assert {"contracts", "tools.recorder", "program.evidence.gatekeeper", "program.store.audit",
             "program.lm.pipeline", "program.entry.cli", "devset.recorded", "optimization.report", "optimize"} <= modules.keys()
     assert [m for m in modules if layer(m) is None] == []
 
@@ -36,7 +36,7 @@ def test_no_module_imports_itself_round_a_loop():
 def test_the_contracts_import_no_dspy():
     modules = project_modules(ROOT)
     contracts = [m for m in modules if layer(m) == "contracts"]
-    assert "signatures.contracts" in contracts
+    assert "contracts" in contracts
     assert {m: sorted(n for n in imported_names(modules[m], m) if n.split(".")[0] == "dspy") for m in contracts} == {
         m: [] for m in contracts}
 
@@ -79,7 +79,7 @@ def test_a_back_arrow_is_named_even_inside_a_function(tmp_path):
 def test_nothing_outside_tools_imports_the_fixture_world():
     modules = project_modules(ROOT)
     outside = {m: p for m, p in modules.items()
-               if m.split(".")[0] in ("program", "signatures", "devset", "optimization", "benchmarks", "optimize")}
+               if m.split(".")[0] in ("program", "contracts", "signatures", "devset", "optimization", "benchmarks", "optimize")}
     assert len(outside) > 30
     leaks = {m: sorted(n for n in imported_names(p, m) if n.startswith(("tools.world", "tools.sources.fixture")))
              for m, p in outside.items()}

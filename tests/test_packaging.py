@@ -29,7 +29,7 @@ def test_every_module_the_program_imports_is_in_the_wheel():
     packages, _, py_modules = _wheel()
     modules = project_modules(ROOT)
     shipped = {m for m, path in modules.items() if _shipped(m, path, packages, py_modules)}
-    assert {"program.entry.cli", "program.evidence.gatekeeper", "signatures.contracts", "tools.calls",
+    assert {"program.entry.cli", "program.evidence.gatekeeper", "contracts", "tools.calls",
             "devset.recorded", "optimization.report", "optimize"} <= shipped
     graph = import_graph(ROOT)
     missing = {f"{m} -> {target}" for m in shipped for target in graph[m] if target not in shipped}

@@ -11,7 +11,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, create_model
 
-from signatures.contracts import Contract
+from contracts import Contract
 from tools.declaration import Toolbox
 from tools.functions import TOOLBOX
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any, Literal, get_type_hints
 
-from signatures.contracts import LOCATOR, raw_path
+from contracts import LOCATOR, raw_path
 from tools.catalog import Catalog
 
 

@@ -23,7 +23,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol, get_args
 
-from signatures.contracts import RAW_PATH_IN_TEXT, EvidenceRef, EvidenceStatus, RetrievalDetails, ToolInvocation, raw_path
+from contracts import RAW_PATH_IN_TEXT, EvidenceRef, EvidenceStatus, RetrievalDetails, ToolInvocation, raw_path
 from tools.declaration import Toolbox, ToolDeclaration
 from tools.folding import nfkc
 

@@ -7,7 +7,6 @@ Set ``DIAGNOSIS_WORLD`` to point the tools at another directory with the same la
 from __future__ import annotations
 
 import json
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +17,7 @@ from tools.sources.logs.formats import parse_json
 from tools.sources.logs.levels import LOG_LEVELS
 from tools.sources.runbooks import Runbook, load_runbook
 from tools.jsonlines import json_lines
+from contracts.settings import current
 
 DEFAULT_WORLD_DIR = Path(__file__).resolve().parent / "world"
 FIXTURE_ALERT_STATES = ("firing", "resolved")
@@ -87,7 +87,7 @@ def load_synonyms(path: Path) -> dict[str, tuple[str, ...]]:
 
 
 def load_world(directory: Path | str | None = None) -> World:
-    root = Path(directory or os.environ.get("DIAGNOSIS_WORLD") or DEFAULT_WORLD_DIR)
+    root = Path(directory or current().world or DEFAULT_WORLD_DIR)
     if not root.is_dir():
         raise WorldError(f"fixture world directory not found: {root}")
     services = _read_json(root / "services.json")
@@ -123,7 +123,7 @@ _cached: dict[str, World] = {}
 
 
 def get_world() -> World:
-    key = os.environ.get("DIAGNOSIS_WORLD") or str(DEFAULT_WORLD_DIR)
+    key = current().world or str(DEFAULT_WORLD_DIR)
     with _lock:
         if key not in _cached:
             _cached[key] = load_world(key)

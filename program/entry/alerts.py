@@ -25,7 +25,7 @@ from pydantic import AwareDatetime, BaseModel, Field, StringConstraints, TypeAda
 from program.store.audit import CLAIMED, PENDING, storable, this_process
 from program.evidence.injection import instruction_in
 from program.evidence.language import answer_language, say
-from signatures.contracts import MAX_TEXT_CHARS, DiagnosisSession, Finding, Language
+from contracts import MAX_TEXT_CHARS, DiagnosisSession, Finding, Language
 from tools.folding import nfkc
 from tools.sources.errors import SourceError
 from tools.sources.http import first_problem, whole_answer

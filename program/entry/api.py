@@ -10,7 +10,7 @@ from program.lm.adapter import adapter_for
 from program.lm.compiled import load_program
 from program.lm.engine import resolve_lm
 from program.lm.pipeline import Diagnosis
-from signatures.contracts import DiagnosisResult
+from contracts import DiagnosisResult
 
 
 def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | AuditStore | None = None, *,

@@ -33,7 +33,7 @@ from program.store.audit import (
 )
 from program.entry.terminal import printable, printable_json
 from program.evidence.gatekeeper import UNKNOWN_LABEL
-from signatures.contracts import DiagnosisResult, DiagnosisSession, ExecutorAttempt
+from contracts import DiagnosisResult, DiagnosisSession, ExecutorAttempt
 from tools.sources.limits import shortened
 
 STAGE_LABELS = {

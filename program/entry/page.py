@@ -27,7 +27,7 @@ from program.store.audit import TRACEBACK, AuditStore, AuditStoreError, Unreadab
 from program.evidence.characters import BIDI_CONTROLS, ZERO_WIDTH
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from program.evidence.matching import canonical, match_excerpt
-from signatures.contracts import (
+from contracts import (
     STATUS_VERDICT,
     CheckedBinding,
     Claim,

@@ -25,7 +25,6 @@ import asyncio
 import copy
 import hmac
 import ipaddress
-import os
 import re
 import socket
 from contextlib import asynccontextmanager
@@ -48,8 +47,9 @@ from program.entry.alerts import AlertError, WebhookPayload, alert_language, ale
 from program.store.audit import AuditStore, AuditStoreError, UnreadableRecord
 from program.entry.workers import QueueFull, Workers
 from program.lm.engine import is_embedded
-from signatures.contracts import MAX_TEXT_CHARS, DiagnosisResult, DiagnosisSession, Language, ToolInvocation
+from contracts import MAX_TEXT_CHARS, DiagnosisResult, DiagnosisSession, Language, ToolInvocation
 from tools.sources.http import first_problem
+from contracts.settings import current, value
 
 TOKEN, HOSTS = "DIAGNOSIS_API_TOKEN", "DIAGNOSIS_SERVE_HOSTS"
 DEFAULTS = {"DIAGNOSIS_SERVE_QUEUE": 100, "DIAGNOSIS_SERVE_CONCURRENCY": 4, "DIAGNOSIS_SERVE_MAX_BODY": 2**20}
@@ -83,13 +83,13 @@ class ServeSettings:
         alert_language(language)
         values = {}
         for name, default in DEFAULTS.items():
-            raw = os.environ.get(name) or str(default)
+            raw = value(name) or str(default)
             if not re.fullmatch(r"[0-9]{1,12}", raw) or int(raw) < 1:
                 raise ValueError(f"{name} must be a whole number of at least 1, got {raw[:40]!r}")
             values[name] = int(raw)
         return cls(queue=values["DIAGNOSIS_SERVE_QUEUE"], concurrency=values["DIAGNOSIS_SERVE_CONCURRENCY"],
-                   max_body=values["DIAGNOSIS_SERVE_MAX_BODY"], token=_token(os.environ.get(TOKEN)),
-                   language=language, hosts=accepted_hosts(host, os.environ.get(HOSTS, "")))
+                   max_body=values["DIAGNOSIS_SERVE_MAX_BODY"], token=_token(current().api_token),
+                   language=language, hosts=accepted_hosts(host, current().serve_hosts or ""))
 
 
 def _token(raw: str | None) -> str | None:

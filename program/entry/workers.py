@@ -20,7 +20,7 @@ import dspy
 
 from program.entry.api import diagnose
 from program.store.audit import AuditStore, AuditStoreError
-from signatures.contracts import DiagnosisResult, DiagnosisSession, Finding
+from contracts import DiagnosisResult, DiagnosisSession, Finding
 
 log = logging.getLogger(__name__)
 # How often an idle worker looks for sessions that other servers queued.

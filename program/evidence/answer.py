@@ -34,7 +34,7 @@ from program.evidence.statements import (
     ungrounded_numbers,
 )
 from program.evidence.verdict import IDENTIFIER, CitedRef
-from signatures.contracts import RAW_PATH_IN_TEXT, Claim, Language, Verdict
+from contracts import RAW_PATH_IN_TEXT, Claim, Language, Verdict
 from tools.search import read_line, read_query
 
 RAW_JSON = re.compile(r"[{\[]\s*\"[^\"]+\"\s*:|\"(?:claim_id|evidence_bindings|source_invocation_id|raw_path)\"")

@@ -15,7 +15,7 @@ from functools import cached_property
 from program.evidence.hook import VerifierInputHook
 from program.evidence.relevance import Target
 from program.evidence.verdict import CitedRef, cited_refs, claim_blockers
-from signatures.contracts import (
+from contracts import (
     Claim,
     ExecutorOutput,
     Finding,

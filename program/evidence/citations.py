@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from program.evidence.matching import clauses, match_excerpt
-from signatures.contracts import Claim, ClaimDraft, EvidenceBinding, Finding, ToolInvocation
+from contracts import Claim, ClaimDraft, EvidenceBinding, Finding, ToolInvocation
 from tools.recorder import canonical_label, citation_label
 
 

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 
 from program.evidence import gatekeeper
 from program.evidence.trace_summary import build_trace_summary
-from signatures.contracts import (
+from contracts import (
     ExecutorOutput,
     Finding,
     ParseStatus,

@@ -28,7 +28,7 @@ from typing import get_args
 
 from program.evidence.statements import CLAUSE_END
 from program.evidence.text_cache import text_cache
-from signatures.contracts import RAW_PATH_IN_TEXT, Claim, EvidenceBinding, EvidenceStatus, Judgement, Verdict
+from contracts import RAW_PATH_IN_TEXT, Claim, EvidenceBinding, EvidenceStatus, Judgement, Verdict
 from tools.functions import TOOLBOX
 from tools.recorder import CONTROL_TOKEN, DEFUSED_TOKEN, NO_HIT, SPOTLIGHT_TAG
 from tools.search import Query, read_line, read_query

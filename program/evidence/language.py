@@ -7,10 +7,10 @@ them.
 
 from __future__ import annotations
 
-import os
 import re
 
-from signatures.contracts import Language, Verdict
+from contracts import Language, Verdict
+from contracts.settings import current
 
 SETTING = "DIAGNOSIS_LANGUAGE"
 # Han characters: a question that has any is answered in Chinese.
@@ -112,7 +112,7 @@ def question_language(question: str) -> Language:
 
 def answer_language(question: str, setting: str | None = None) -> Language:
     """`setting` (default: DIAGNOSIS_LANGUAGE) is zh, en, or auto/empty for the question's language."""
-    choice = (os.environ.get(SETTING, "") if setting is None else setting).strip().lower()
+    choice = ((current().language or "") if setting is None else setting).strip().lower()
     if choice in TEXT:
         return choice
     if choice not in ("", "auto"):

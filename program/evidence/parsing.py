@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from signatures.contracts import (
+from contracts import (
     ClaimDraft,
     EvidenceBinding,
     Hypothesis,

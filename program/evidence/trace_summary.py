@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from signatures.contracts import ToolInvocation, TraceSummaryEntry
+from contracts import ToolInvocation, TraceSummaryEntry
 from tools.declaration import Toolbox
 from tools.sources.limits import shortened
 

@@ -39,7 +39,7 @@ from program.evidence.statements import (
     state_conflicts,
     ungrounded_numbers,
 )
-from signatures.contracts import (
+from contracts import (
     JUDGEMENT_STATUS,
     LOCATOR,
     STATUS_VERDICT,

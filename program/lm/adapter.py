@@ -37,7 +37,7 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from program.evidence.citations import Menu
 from tools.recorder import citation_label
-from signatures.contracts import (
+from contracts import (
     NARROW_MAX_CLAIMS,
     NARROW_MIN_CLAIMS,
     NARROW_TYPES,

@@ -26,7 +26,7 @@ from program.evidence.parsing import salvage_executor_output
 from program.lm.adapter import citation_patch, narrowing
 from program.lm.engine import is_embedded
 from program.lm.stage_errors import stage_error
-from signatures.contracts import ExecutorOutput, Finding, ParseStatus, PlannerOutput, RetryContext, ToolInvocation
+from contracts import ExecutorOutput, Finding, ParseStatus, PlannerOutput, RetryContext, ToolInvocation
 from signatures.demos import executor_demos
 from signatures.diagnosis import CiteEvidence, narrow_citation
 from tools.recorder import render_observations

@@ -12,7 +12,7 @@ from program.evidence.checks import Checked, Review, check_citations, retry_cont
 from program.lm.citation import Cite
 from program.lm.run import Run
 from program.lm.second_look import second_look
-from signatures.contracts import ExecutorAttempt, Finding, RetryContext
+from contracts import ExecutorAttempt, Finding, RetryContext
 from tools.recorder import citation_label
 
 

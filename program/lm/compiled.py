@@ -20,7 +20,8 @@ import dspy
 from program.store.audit import AuditStore
 from program.lm.engine import describe_identity, lm_identity
 from program.lm.pipeline import Diagnosis
-from signatures.contracts import Finding
+from contracts import Finding
+from contracts.settings import current
 
 log = logging.getLogger(__name__)
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -35,7 +36,7 @@ class Unusable(ValueError):
 
 
 def compiled_dir() -> Path:
-    return Path(os.environ.get("DIAGNOSIS_COMPILED_DIR") or PROJECT_DIR / "compiled")
+    return Path(current().compiled_dir or PROJECT_DIR / "compiled")
 
 
 def newest_compiled() -> Path | None:

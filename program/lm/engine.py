@@ -23,6 +23,7 @@ from dspy.lm15 import Message, Response, TextPart, Usage
 
 from program.lm.models import EMBEDDED_MODELS, EmbeddedModel, ModelIntegrityError, assemble
 from program.lm.native import EngineUnsupported, ensure_runs
+from contracts.settings import current
 
 EMBEDDED = "embedded"
 DEFAULT_MAX_TOKENS = 700
@@ -200,7 +201,7 @@ def describe_identity(identity: dict) -> str:
 
 
 def lm_spec(spec: str | None = None) -> str:
-    return (spec or os.environ.get("DIAGNOSIS_LM") or EMBEDDED).strip()
+    return (spec or current().lm or EMBEDDED).strip()
 
 
 def resolve_lm(spec: str | dspy.BaseLM | None = None) -> dspy.BaseLM:
@@ -211,9 +212,9 @@ def resolve_lm(spec: str | dspy.BaseLM | None = None) -> dspy.BaseLM:
     for short, model in EMBEDDED_MODELS.items():
         if name in (short, model.model):
             return embedded_lm(short)
-    kwargs = {"temperature": 0.0, "max_tokens": int(os.environ.get("DIAGNOSIS_LM_MAX_TOKENS", "2000")), "num_retries": 1}
-    if os.environ.get("DIAGNOSIS_LM_API_BASE"):
-        kwargs["api_base"] = os.environ["DIAGNOSIS_LM_API_BASE"]
+    kwargs = {"temperature": 0.0, "max_tokens": int(current().lm_max_tokens or "2000"), "num_retries": 1}
+    if api_base := current().lm_api_base:
+        kwargs["api_base"] = api_base
     return dspy.LM(name, **kwargs)
 
 

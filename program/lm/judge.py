@@ -11,7 +11,7 @@ from program.evidence.checks import Checked
 from program.evidence.verdict import enforce
 from program.lm.adapter import judgement_patch
 from program.lm.run import Run, ask
-from signatures.contracts import Claim, ClaimJudgement, Finding
+from contracts import Claim, ClaimJudgement, Finding
 from signatures.demos import judge_demos
 from signatures.diagnosis import JudgeClaim
 from tools.recorder import call_text

@@ -4,7 +4,7 @@ up. The planner may choose more evidence, but never less than the question itsel
 from __future__ import annotations
 
 from program.lm.run import Run
-from signatures.contracts import Finding
+from contracts import Finding
 from tools.calls import tool_call_contract
 from tools.declaration import Toolbox
 

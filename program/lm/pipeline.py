@@ -27,7 +27,7 @@ from program.lm.run import Run, RunStore
 from program.lm.tool_calls import call_tools
 from program.lm.usage import counting_calls
 from program.store.audit import AuditStore
-from signatures.contracts import Finding
+from contracts import Finding
 from tools.declaration import Toolbox
 from tools.functions import TOOLBOX
 

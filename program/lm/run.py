@@ -26,7 +26,7 @@ from program.lm.adapter import narrowing
 from program.lm.stage_errors import stage_error
 from program.lm.usage import counted
 from program.store.audit import INTERNAL_ERROR, TRACEBACK, this_process
-from signatures.contracts import (
+from contracts import (
     ComposerOutput,
     DiagnosisResult,
     DiagnosisSession,

@@ -7,7 +7,7 @@ from __future__ import annotations
 from program.evidence.relevance import question_words
 from program.evidence.verdict import SECOND_LOOK_SHARE, CitedRef, plausible, ranked_lines, second_look_blocker
 from program.lm.run import Run
-from signatures.contracts import Claim, Finding
+from contracts import Claim, Finding
 
 
 def second_look(run: Run, claims: list[Claim], cited: dict[str, list[CitedRef]],

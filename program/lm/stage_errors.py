@@ -10,7 +10,7 @@ import litellm
 from dspy.utils.exceptions import LMTimeoutError, LMTransportError
 
 from program.lm.native import EngineUnsupported
-from signatures.contracts import Finding
+from contracts import Finding
 
 # An endpoint that cannot be reached, by the type of what is raised: DSPy's, litellm's, httpx's for a
 # client that calls it directly, and the operating system's.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from program.evidence.scope import mentions
 from program.lm.run import Run
-from signatures.contracts import Finding
+from contracts import Finding
 
 # The rule of a round that asked for more calls than it may make (a recorded name).
 TOO_MANY = "executor.too_many_tool_calls"

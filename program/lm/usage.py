@@ -11,7 +11,7 @@ from contextvars import ContextVar
 import dspy
 from dspy.utils.callback import BaseCallback
 
-from signatures.contracts import StageUsage
+from contracts import StageUsage
 
 _current_stage: ContextVar[StageUsage | None] = ContextVar("diagnosis_stage", default=None)
 

@@ -63,8 +63,9 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sess
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.schema import CreateIndex, CreateTable
 
-from signatures.contracts import DiagnosisSession, Finding, ToolInvocation
+from contracts import DiagnosisSession, Finding, ToolInvocation
 from tools.redaction import hidden
+from contracts.settings import current
 
 
 class AuditStoreError(RuntimeError):
@@ -130,7 +131,7 @@ MIN_ID, MAX_ID = -(2**63), 2**63 - 1
 
 
 def default_db_url() -> str:
-    url = os.environ.get("DIAGNOSIS_DB")
+    url = current().db
     if url:
         return url
     try:

@@ -6,7 +6,7 @@ from devset import devset_world, load_devset
 from devset.gold import find_ref, gold_executor_output
 from devset.recorded import WEIGHTS, record, score_output
 from program.lm.adapter import TEXT_MAX_CHARS
-from signatures.contracts import ExecutorOutput
+from contracts import ExecutorOutput
 from tools.catalog import active_catalog
 from tools.functions import TOOLBOX
 

@@ -6,7 +6,7 @@ import pytest
 
 from devset import CASES_DIR, DevsetError, load_cases
 from devset.gold import GoldUnavailable, find_ref, gold_plan
-from signatures.contracts import ExecutorOutput, PlanDraft
+from contracts import ExecutorOutput, PlanDraft
 from tools.calls import ToolCall
 from tools.functions import TOOLBOX
 
@@ -137,7 +137,7 @@ def test_every_gold_output_is_grounded_on_its_recorded_evidence(evidence):
     from devset.gold import gold_executor_output
     from devset.recorded import score_output
     from program.evidence.citations import Menu
-    from signatures.contracts import ClaimDraft
+    from contracts import ClaimDraft
 
     for case_id, recorded in evidence.items():
         scored = score_output(recorded, ExecutorOutput.model_validate(gold_executor_output(recorded.case,

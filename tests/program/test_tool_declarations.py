@@ -8,7 +8,7 @@ from program.entry.api import diagnose
 from program.evidence.gatekeeper import check
 from program.lm.adapter import tool_call_patch
 from program.lm.pipeline import Diagnosis
-from signatures.contracts import ExecutorOutput
+from contracts import ExecutorOutput
 from signatures.diagnosis import PlanDiagnosis, for_toolbox
 from tests.support.good_lm import good_lm
 from tools.calls import tool_call_contract

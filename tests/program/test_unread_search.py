@@ -11,7 +11,7 @@ from devset.gold import refs_in
 from program.entry.api import diagnose
 from program.evidence.relevance import Target
 from program.evidence.verdict import CitedRef, claim_blockers
-from signatures.contracts import Claim
+from contracts import Claim
 from tests.support.good_lm import good_lm
 from tools import query_logs
 from tools.sources.active import BACKENDS

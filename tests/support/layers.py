@@ -11,9 +11,8 @@ from pathlib import Path
 SKIPPED = {"results", "docs", "compiled", "build", "dist", "__pycache__"}
 # Where each module sits, by the longest prefix of its name; a higher rank may import a lower one.
 LAYERS = {
-    "signatures": "contracts",  # the package and signatures.contracts: imports nothing of the project
-    "signatures.diagnosis": "lm",  # the DSPy signatures and demos are the LM stages' prompts
-    "signatures.demos": "lm",
+    "contracts": "contracts",  # the Pydantic contracts and the settings: import nothing of the project
+    "signatures": "lm",  # the DSPy signatures and demos are the LM stages' prompts
     "tools": "tools",
     "program.evidence": "evidence",
     "program.store": "store",  # the audit store: what the LM stages and the entry points write to

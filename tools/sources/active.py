@@ -14,7 +14,6 @@ turns on, and the fixture world answers every tool that no set setting points el
 
 from __future__ import annotations
 
-import os
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +25,7 @@ from tools.sources.logs.directory import LogDirectory
 from tools.sources.prometheus import Prometheus
 from tools.sources.runbooks import RunbookDirectory
 from tools.world import DEFAULT_WORLD_DIR, WorldError, get_world, load_synonyms
+from contracts.settings import value
 
 KINDS = {"metrics": MetricsSource, "logs": LogSource, "runbooks": RunbookSource}
 # The setting that turns each source on. The source class implements one interface of KINDS, is
@@ -97,7 +97,7 @@ _built: dict[tuple, Sources] = {}
 
 def active_sources() -> Sources:
     """The sources the current settings name; a setting that cannot be used raises SourceError."""
-    env = {name: os.environ.get(name) or None for name in setting_names()}
+    env = {name: value(name) for name in setting_names()}
     key = (tuple(env.items()), tuple(BACKENDS.items()))
     with _lock:
         if key not in _built:

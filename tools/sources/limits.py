@@ -10,7 +10,7 @@ file left unread is named in the message of the call it affected.
 from __future__ import annotations
 
 # One log message, annotation, label value or runbook section: as long as an evidence excerpt
-# (signatures.contracts.MAX_EXCERPT_CHARS), so one excerpt can quote a whole item.
+# (contracts.MAX_EXCERPT_CHARS), so one excerpt can quote a whole item.
 MAX_ITEM_CHARS = 4000
 # One ref's text, which may join several items (an alert's annotations). The gatekeeper checks
 # sixteen bindings on a ref this long in milliseconds (benchmarks/capped_ref.py).

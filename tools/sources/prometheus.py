@@ -16,7 +16,6 @@ reader can see it, and the alert names what was cut in `cut`.
 from __future__ import annotations
 
 import math
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -31,6 +30,7 @@ from tools.sources.errors import SourceError
 from tools.sources.http import first_problem, whole_answer
 from tools.sources.interfaces import MetricsSource, Settings
 from tools.sources.limits import MAX_BODY_BYTES, MAX_ITEM_CHARS, MAX_NAME_CHARS, clip
+from contracts.settings import current
 
 AlertState = Literal["firing", "pending"]
 PROMETHEUS_ALERT_STATES = get_args(AlertState)
@@ -147,7 +147,7 @@ _call_deadline: ContextVar[float | None] = ContextVar("prometheus_call_deadline"
 def service_label(value: str | None = None) -> str:
     """The alert label that names the service: `value` (a setting's), else
     DIAGNOSIS_PROMETHEUS_SERVICE_LABEL, else `service`. Alertmanager's alerts are read by it too."""
-    return value or os.environ.get("DIAGNOSIS_PROMETHEUS_SERVICE_LABEL") or "service"
+    return value or current().prometheus_service_label or "service"
 
 
 def _timeout(raw: str | None) -> float:

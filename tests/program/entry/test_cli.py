@@ -7,7 +7,7 @@ import pytest
 
 from program.entry import cli
 from program.store.audit import AuditStore
-from signatures.contracts import DiagnosisResult, DiagnosisSession
+from contracts import DiagnosisResult, DiagnosisSession
 from tests.support.good_lm import good_lm
 
 

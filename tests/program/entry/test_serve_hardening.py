@@ -349,7 +349,7 @@ def test_a_run_whose_record_could_not_be_written_is_failed_once_the_store_can_wr
 
 
 def test_a_server_marks_its_unwritten_run_failed_at_its_next_save(tmp_path):
-    from signatures.contracts import DiagnosisSession
+    from contracts import DiagnosisSession
     from program.store.audit import AuditStoreError, this_process
 
     path = tmp_path / "audit.db"

@@ -7,7 +7,7 @@ import pytest
 
 from program.evidence.answer import deterministic_answer, ungrounded_clauses
 from program.evidence.verdict import CitedRef
-from signatures.contracts import Claim
+from contracts import Claim
 from tools.catalog import active_catalog
 
 

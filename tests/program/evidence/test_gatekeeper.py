@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from program.evidence import gatekeeper
-from signatures.contracts import (
+from contracts import (
     Claim,
     EvidenceBinding,
     ExecutorOutput,
@@ -190,7 +190,7 @@ def test_an_invocations_file_with_duplicate_ids_is_refused(tmp_path):
 
 def test_an_id_no_database_can_hold_is_an_unknown_invocation(store):
     from program.evidence.hook import VerifierInputHook
-    from signatures.contracts import ParseStatus
+    from contracts import ParseStatus
 
     output = ExecutorOutput(claims=[Claim(claim_id="claim-1", claim_type="observation", claim_text="x",
                                           evidence_bindings=[EvidenceBinding(tool_name="query_logs",

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from program.evidence import gatekeeper
 from program.evidence.matching import match_excerpt
-from signatures.contracts import ExecutorOutput, ToolInvocation
+from contracts import ExecutorOutput, ToolInvocation
 from tools.functions import TOOLBOX
 
 REF = (

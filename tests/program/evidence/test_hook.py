@@ -1,6 +1,6 @@
 from program.evidence.hook import VerifierInputHook, backfill
 from program.evidence.trace_summary import build_trace_summary
-from signatures.contracts import ExecutorOutput, ParseStatus
+from contracts import ExecutorOutput, ParseStatus
 from tools.functions import TOOLBOX
 
 VALID = ParseStatus(status="valid", detail="parsed")

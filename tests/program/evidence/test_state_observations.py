@@ -9,7 +9,7 @@ from program.evidence.answer import contradicting_sentences
 from program.evidence.relevance import Target
 from program.evidence.statements import NEGATION, misbound_numbers, outside_state_denials, quantities, ungrounded_numbers
 from program.evidence.verdict import ABSENCE, CitedRef, claim_blockers, code_sees_support
-from signatures.contracts import Claim
+from contracts import Claim
 
 RESOLVED = "HighErrorRate resolved, service=api-gateway, current=0.4%, threshold=5%, duration=5m"
 FIRING = "HighCPUUsage firing, service=payment-service, current=92%, threshold=80%, duration=12m"

@@ -9,7 +9,7 @@ from program.evidence.verdict import (
     code_sees_support,
     enforce,
 )
-from signatures.contracts import (
+from contracts import (
     CheckedBinding,
     Claim,
     ClaimJudgement,

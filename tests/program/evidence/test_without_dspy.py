@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from program.evidence import gatekeeper
-from signatures.contracts import ExecutorOutput, ToolInvocation
+from contracts import ExecutorOutput, ToolInvocation
 from tests.support.layers import layer, project_modules
 from tools.functions import TOOLBOX
 
@@ -67,7 +67,7 @@ def test_the_gatekeeper_command_runs_with_dspy_unimportable(tmp_path):
 
 def test_every_module_below_the_lm_layer_imports_with_dspy_unimportable():
     modules = sorted(m for m in project_modules(ROOT) if layer(m) in ("contracts", "tools", "evidence"))
-    assert {"signatures.contracts", "tools.calls", "tools.recorder", "program.evidence.verdict"} <= set(modules)
+    assert {"contracts", "tools.calls", "tools.recorder", "program.evidence.verdict"} <= set(modules)
     done = _without_dspy("import importlib\nfor name in sys.argv[1:]:\n    importlib.import_module(name)\n", *modules)
     assert done.returncode == 0, done.stderr
     assert "dspy imports tried: []" in done.stderr

@@ -19,7 +19,7 @@ from program.lm.adapter import (
     tool_call_patch,
 )
 from program.lm.pipeline import Diagnosis
-from signatures.contracts import PlannerOutput
+from contracts import PlannerOutput
 from signatures.diagnosis import (
     CiteEvidence,
     ComposeAnswer,

@@ -18,7 +18,7 @@ from program.evidence.relevance import question_target
 from program.lm.adapter import ConstrainedJSONAdapter
 from program.lm.citation import Cite
 from program.lm.pipeline import Diagnosis
-from signatures.contracts import ClaimDraft, EvidenceBinding, ExecutorOutput, ParseStatus, PlannerOutput
+from contracts import ClaimDraft, EvidenceBinding, ExecutorOutput, ParseStatus, PlannerOutput
 from tests.support.good_lm import good_lm, pass_all
 from tests.support.scripted import ScriptedEngine, field_value, scripted_lm
 from tools.catalog import active_catalog
@@ -75,7 +75,7 @@ def test_a_label_is_read_as_the_lm_meant_it_whatever_its_spacing(recorder, writt
 
 
 def test_a_clause_not_offered_is_still_the_refs_own_text_and_the_gatekeeper_judges_it():
-    from signatures.contracts import EvidenceRef, RetrievalDetails, ToolInvocation
+    from contracts import EvidenceRef, RetrievalDetails, ToolInvocation
 
     text = "pool check for replica-2 did not; succeed; waiting=0"
     inv = ToolInvocation(id=1, session_id="s", tool_name="query_logs", input={}, retrieval_details=RetrievalDetails(

@@ -8,7 +8,7 @@ from program.entry.api import diagnose
 from program.entry.page import render_session
 from program.evidence.checks import REVISABLE
 from program.evidence.citations import Menu
-from signatures.contracts import ClaimDraft
+from contracts import ClaimDraft
 from tests.support.good_lm import good_lm
 from tests.support.scripted import field_value, scripted_lm
 

@@ -17,7 +17,7 @@ from program.lm.judge import Judge
 from program.lm.pipeline import Diagnosis
 from program.lm.plan import Plan
 from program.lm.stage_errors import stage_error
-from signatures.contracts import Claim
+from contracts import Claim
 from tests.support.good_lm import broad, good_lm
 
 # The names compiled files and audit records already hold.

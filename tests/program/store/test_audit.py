@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session
 from devset import load_cases
 from program.store.audit import AuditStore, AuditStoreError, this_process
 from program.lm.pipeline import Diagnosis
-from signatures.contracts import (
+from contracts import (
     DiagnosisSession,
     EvidenceRef,
     Finding,

@@ -14,7 +14,7 @@ import pytest
 
 from program.entry.api import diagnose
 from program.store.audit import AuditStore, SessionIdRefused, this_process
-from signatures.contracts import DiagnosisSession, Finding
+from contracts import DiagnosisSession, Finding
 from tests.support.alert_lm import alert_lm
 
 QUESTION = '只确认 "order-service" 是否存在 "HighMemoryUsage" 告警'
