@@ -22,7 +22,9 @@ from typing import Annotated, Literal
 import httpx
 from pydantic import AwareDatetime, BaseModel, Field, StringConstraints, TypeAdapter, ValidationError
 
-from program.store.audit import CLAIMED, PENDING, storable, this_process
+from program.store.audit import CLAIMED, PENDING
+from program.store.processes import this_process
+from program.store.storable import storable
 from program.evidence.injection import instruction_in
 from program.evidence.language import answer_language, say
 from contracts import MAX_TEXT_CHARS, DiagnosisSession, Finding, Language

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import dspy
 
-from program.store.audit import AuditStore, storable, written
+from program.store.audit import AuditStore
+from program.store.storable import storable, written
 from program.evidence.language import answer_language
 from program.lm.adapter import adapter_for
 from program.lm.compiled import load_program

@@ -22,15 +22,9 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from program.store.audit import (
-    INTERNAL_ERROR,
-    MAX_ID,
-    TRACEBACK,
-    AuditStore,
-    AuditStoreError,
-    AuditURLError,
-    storable,
-)
+from program.store.audit import INTERNAL_ERROR, MAX_ID, TRACEBACK, AuditStore
+from program.store.errors import AuditStoreError, AuditURLError
+from program.store.storable import storable
 from program.entry.terminal import printable, printable_json
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from contracts import DiagnosisResult, DiagnosisSession, ExecutorAttempt

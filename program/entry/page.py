@@ -23,8 +23,9 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from program.store.audit import TRACEBACK, AuditStore, AuditStoreError, UnreadableRecord
-from program.evidence.characters import BIDI_CONTROLS, ZERO_WIDTH
+from program.store.audit import TRACEBACK, AuditStore
+from program.store.errors import AuditStoreError, UnreadableRecord
+from program.evidence.characters import BIDI_CONTROLS
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from program.evidence.matching import canonical, match_excerpt
 from contracts import (
@@ -39,6 +40,7 @@ from contracts import (
     GatekeeperResult,
     ToolInvocation,
 )
+from tools.folding import ZERO_WIDTH
 from tools.recorder import call_text, citation_label
 
 STYLE = files("program.entry").joinpath("templates/page.css").read_text(encoding="utf-8")

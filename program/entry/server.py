@@ -44,7 +44,8 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from program.entry import page
 from program.entry.terminal import PrintableRecords
 from program.entry.alerts import AlertError, WebhookPayload, alert_language, alert_name, queued_session
-from program.store.audit import AuditStore, AuditStoreError, UnreadableRecord
+from program.store.audit import AuditStore
+from program.store.errors import AuditStoreError, UnreadableRecord
 from program.entry.workers import QueueFull, Workers
 from program.lm.engine import is_embedded
 from contracts import MAX_TEXT_CHARS, DiagnosisResult, DiagnosisSession, Language, ToolInvocation

@@ -19,7 +19,8 @@ from collections.abc import Callable
 import dspy
 
 from program.entry.api import diagnose
-from program.store.audit import AuditStore, AuditStoreError
+from program.store.audit import AuditStore
+from program.store.errors import AuditStoreError
 from contracts import DiagnosisResult, DiagnosisSession, Finding
 
 log = logging.getLogger(__name__)

@@ -42,7 +42,6 @@ from program.evidence.characters import (
     BIDI_CONTROLS,
     DASHES,
     NEGATION_CHARS,
-    ZERO_WIDTH,
     compatible_form,
     is_cjk,
     kept_apart,
@@ -50,7 +49,7 @@ from program.evidence.characters import (
 )
 from program.evidence.units import UNITS
 from program.evidence.text_cache import text_cache
-from tools.folding import fold, nfkc
+from tools.folding import ZERO_WIDTH, fold, nfkc
 from tools.search import word_starts
 
 HARD_PUNCTUATION = frozenset("%./:-+<>=≠≤≥≦≧~≈≃≅!?")

@@ -25,7 +25,8 @@ from program.evidence.verdict import CitedRef
 from program.lm.adapter import narrowing
 from program.lm.stage_errors import stage_error
 from program.lm.usage import counted
-from program.store.audit import INTERNAL_ERROR, TRACEBACK, this_process
+from program.store.audit import INTERNAL_ERROR, TRACEBACK
+from program.store.processes import this_process
 from contracts import (
     ComposerOutput,
     DiagnosisResult,

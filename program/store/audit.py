@@ -30,73 +30,42 @@ citations against the text the store keeps.
 
 from __future__ import annotations
 
-import math
-import os
 import socket
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from contextlib import contextmanager, nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import (
-    JSON,
-    Boolean,
-    DateTime,
-    Float,
-    Integer,
-    String,
-    Table,
-    Text,
-    create_engine,
-    func,
-    inspect,
-    select,
-    text,
-    update,
-)
-from sqlalchemy.engine import make_url
+from sqlalchemy import create_engine, func, inspect, select, text, update
 from sqlalchemy.exc import ArgumentError, SQLAlchemyError
-from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy.orm import Session, sessionmaker
 from sqlalchemy.pool import StaticPool
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from contracts import DiagnosisSession, Finding, ToolInvocation
-from tools.redaction import hidden
-from contracts.settings import current
+from program.store.errors import AuditStoreError, AuditURLError, SessionIdRefused, UnreadableRecord
+from program.store.processes import process_dead, this_process
+from program.store.storable import unstorable_note, written
+from program.store.tables import (
+    Base,
+    InvocationRow,
+    SessionRow,
+    check_row,
+    check_session_id,
+    insert_for,
+    recordable,
+    to_invocation,
+)
+from program.store.urls import default_db_url, parse_url
 
 
-class AuditStoreError(RuntimeError):
-    """The audit database cannot be used as asked; the message says why and where."""
-
-
-class AuditURLError(AuditStoreError):
-    """The URL names no database this store can use: a bad setting, whatever the database holds."""
-
-
-class UnreadableRecord(AuditStoreError):
-    """One stored session that this version cannot read (not JSON, or not a session); the store
-    itself, and every other record, is fine."""
-
-    def __init__(self, session_id: str, message: str):
-        super().__init__(message)
-        self.session_id = session_id
-
-
-class SessionIdRefused(AuditStoreError):
-    """A run may not be recorded under this session id: another run holds it, or no store can keep it as it is."""
-
-
-DATABASES = {"sqlite": "SQLite (sqlite:///path)", "postgresql": "PostgreSQL (postgresql+psycopg://…)"}
 # The key of the PostgreSQL advisory lock that serialises creating the schema.
 SCHEMA_LOCK = 0x6164_6974
-UNSTORABLE = "audit.unstorable"
 # A bug in deterministic code ends a run as failed with this error, and its traceback in the note.
 INTERNAL_ERROR, TRACEBACK = "pipeline.internal_error", "pipeline.traceback"
-# How many changed places a note names; the rest are counted.
-NOTE_PLACES = 20
 # Sessions accepted and not yet running: the queue.
 PENDING, CLAIMED = "pending", "claimed"
 QUEUED = (PENDING, CLAIMED)
@@ -109,197 +78,13 @@ _UNSAVED: dict[str, dict[str, str]] = {}
 _UNSAVED_LOCK = threading.Lock()
 
 
-def this_process() -> str:
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def _process_dead(process: str) -> bool:
-    """True when `process` ("host:pid") ran on this host and is gone; unknown hosts are left alone."""
-    host, _, pid = process.rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
-
-
 MIN_ID, MAX_ID = -(2**63), 2**63 - 1
-
-
-def default_db_url() -> str:
-    url = current().db
-    if url:
-        return url
-    try:
-        home = Path.home() / ".grounded-diagnosis"
-        home.mkdir(parents=True, exist_ok=True)
-    except (OSError, RuntimeError) as exc:
-        raise AuditStoreError(f"no place for the default audit database ({exc}); set DIAGNOSIS_DB or --db") from None
-    return f"sqlite:///{home / 'audit.db'}"
-
-
-def storable(value: Any) -> tuple[Any, list[str]]:
-    """`value` as every backend of the store and JSON hold it, and each place that changed, with how.
-
-    Lone surrogates are not UTF-8 text, and PostgreSQL text refuses NUL, so both become U+FFFD (a
-    surrogate pair split into two code points is joined); a float JSON has no form for (NaN, ±inf)
-    becomes null; a key that is not a string, and any other value JSON has no form for, its str().
-    Applied on every backend alike, so what is stored never depends on the database."""
-    changes: list[str] = []
-    return _storable(value, "", changes), changes
-
-
-def written(value: Any) -> tuple[Any, list[str]]:
-    """`value` as the store writes and serves it: storable, and every URL's password hidden
-    (tools.redaction), with each place that changed."""
-    changes: list[str] = []
-    shown = hidden(value, "", changes)
-    clean, more = storable(shown)
-    return clean, [*changes, *more]
-
-
-def _storable(value: Any, place: str, changes: list[str]) -> Any:
-    if isinstance(value, str):
-        clean, what = _storable_text(value)
-        if what:
-            changes.append(f"{place or 'the value'} ({what} replaced by U+FFFD)")
-        return clean
-    if value is None or isinstance(value, bool | int):
-        return value
-    if isinstance(value, float):
-        if math.isfinite(value):
-            return value
-        changes.append(f"{place or 'the value'} ({value} stored as null)")
-        return None
-    if isinstance(value, Mapping):
-        clean = {}
-        for key, item in value.items():
-            if not isinstance(key, str):
-                changes.append(f"{place or 'the object'} (key {key!r} stored as text)")
-            name = _storable(str(key), f"{place or 'the object'} key", changes)
-            clean[name] = _storable(item, f"{place}.{name}" if place else name, changes)
-        return clean
-    if isinstance(value, list | tuple):
-        return [_storable(item, f"{place}[{i}]", changes) for i, item in enumerate(value)]
-    changes.append(f"{place or 'the value'} (a {type(value).__name__} stored as its text)")
-    return _storable(str(value), place, [])
-
-
-def _storable_text(text: str) -> tuple[str, str]:
-    what = []
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "replace")
-        what.append("lone surrogates")
-    if "\x00" in text:
-        text = text.replace("\x00", "\N{REPLACEMENT CHARACTER}")
-        what.append("NUL")
-    return text, " and ".join(what)
-
-
-def _recordable(session_id: Any) -> bool:
-    return (isinstance(session_id, str) and 0 < len(session_id) <= SessionRow.__table__.c.session_id.type.length
-            and not storable(session_id)[1])
-
-
-def _check_session_id(session_id: Any) -> None:
-    """An id no store keeps as it is would merge runs whose ids differ only there, so it is refused."""
-    if not _recordable(session_id):
-        raise SessionIdRefused(f"session id {session_id!r} cannot be recorded: a session id is 1 to "
-                               f"{SessionRow.__table__.c.session_id.type.length} characters of text, "
-                               "without NUL or lone surrogates")
-
-
-def _check_row(table: Table, values: dict[str, Any], what: str) -> None:
-    """What a column would refuse on one backend and take on another (SQLite keeps a string longer
-    than its column, PostgreSQL refuses it) is refused here, on all of them."""
-    for column in table.columns:
-        if column.name not in values:
-            continue
-        value, length = values[column.name], getattr(column.type, "length", None)
-        if value is None and not column.nullable:
-            raise AuditStoreError(f"cannot {what}: {column.name} has no value")
-        if length and isinstance(value, str) and len(value) > length:
-            raise AuditStoreError(f"cannot {what}: {column.name} has {len(value)} characters; "
-                                  f"the audit store holds at most {length}")
-
-
-def _unstorable_note(places: list[str]) -> Finding:
-    named = "; ".join(places[:NOTE_PLACES]) + (f"; and {len(places) - NOTE_PLACES} more"
-                                                if len(places) > NOTE_PLACES else "")
-    return Finding(rule=UNSTORABLE, message=f"changed to be stored, as on every backend: {named}")
-
-
-class Base(DeclarativeBase):
-    pass
-
-
-class SessionRow(Base):
-    __tablename__ = "diagnosis_sessions"
-
-    session_id: Mapped[str] = mapped_column(String(64), primary_key=True)
-    query: Mapped[str] = mapped_column(Text)
-    # Indexed: the queue is read by status on every accept and every claim.
-    status: Mapped[str] = mapped_column(String(16), index=True)
-    verdict: Mapped[str | None] = mapped_column(String(16), nullable=True)
-    answer: Mapped[str] = mapped_column(Text, default="")
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-    # The design keeps the gatekeeper result at self_evaluation.verifier_evaluation.gatekeeper_result.
-    self_evaluation: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
-    record: Mapped[dict[str, Any]] = mapped_column(JSON)
-
-
-class InvocationRow(Base):
-    __tablename__ = "tool_invocations"
-
-    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
-    session_id: Mapped[str] = mapped_column(String(64), index=True)
-    tool_name: Mapped[str] = mapped_column(String(64))
-    input: Mapped[dict[str, Any]] = mapped_column(JSON)
-    output: Mapped[dict[str, Any]] = mapped_column(JSON)
-    output_preview: Mapped[str] = mapped_column(Text)
-    retrieval_details: Mapped[dict[str, Any]] = mapped_column(JSON)
-    success: Mapped[bool] = mapped_column(Boolean)
-    latency_ms: Mapped[float] = mapped_column(Float)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
-
-
-def _to_invocation(row: InvocationRow) -> ToolInvocation:
-    # Rows written before text was made storable may still hold what JSON cannot print.
-    stored, _ = written({"input": row.input, "output": row.output, "output_preview": row.output_preview,
-                          "retrieval_details": row.retrieval_details})
-    output = stored["output"]
-    return ToolInvocation(
-        id=row.id,
-        session_id=row.session_id,
-        tool_name=row.tool_name,
-        **stored,
-        success=row.success,
-        # The tool's output names its source; keeping it there needs no column an older database lacks.
-        source=str(output.get("source") or "") if isinstance(output, dict) else "",
-        latency_ms=row.latency_ms,
-        created_at=row.created_at,
-    )
-
-
-def _insert(is_sqlite: bool):
-    if is_sqlite:
-        from sqlalchemy.dialects.sqlite import insert
-    else:
-        from sqlalchemy.dialects.postgresql import insert
-    return insert
 
 
 class AuditStore:
     def __init__(self, url: str | None = None, *, read_only: bool = False):
         self.url = default_db_url() if url is None else url
-        parsed = _parse_url(self.url)
+        parsed = parse_url(self.url)
         # What messages show: a password in the URL stays out of them.
         self.shown_url = parsed.render_as_string(hide_password=True)
         self.is_sqlite = parsed.get_backend_name() == "sqlite"
@@ -381,7 +166,7 @@ class AuditStore:
                 except UnreadableRecord:
                     continue  # listed by id as unreadable; nothing can be resumed of it
         dead = [(row.session_id, status) for row, status in held
-                if isinstance(row.record, dict) and _process_dead(str(row.record.get("process") or ""))]
+                if isinstance(row.record, dict) and process_dead(str(row.record.get("process") or ""))]
         for session_id, status in dead:
             record = self.get_session(session_id)
             if status == CLAIMED:
@@ -421,19 +206,19 @@ class AuditStore:
     def add_invocation(self, invocation: ToolInvocation) -> ToolInvocation:
         """Store one tool call as every backend holds it, and return it as stored: what the run goes on
         to read and cite is what the record keeps."""
-        _check_session_id(invocation.session_id)
+        check_session_id(invocation.session_id)
         values, changes = written({
             "tool_name": invocation.tool_name, "input": invocation.input, "output": invocation.output,
             "output_preview": invocation.output_preview,
             "retrieval_details": invocation.retrieval_details.model_dump(mode="json"),
             "success": invocation.success, "latency_ms": invocation.latency_ms})
         values.update(session_id=invocation.session_id, created_at=invocation.created_at or datetime.now(UTC))
-        _check_row(InvocationRow.__table__, values, "record a tool call")
+        check_row(InvocationRow.__table__, values, "record a tool call")
         with self._guard(), self._faults("record a tool call"), Session(self.engine) as db, db.begin():
             row = InvocationRow(**values)
             db.add(row)
             db.flush()
-            stored = _to_invocation(row)
+            stored = to_invocation(row)
         if changes:
             self._unstorable.setdefault(invocation.session_id, []).extend(
                 f"tool call #{stored.id} {change}" for change in changes)
@@ -446,37 +231,37 @@ class AuditStore:
             return {}
         with self._guard(), self._faults("read tool calls"), Session(self.engine) as db:
             rows = db.scalars(select(InvocationRow).where(InvocationRow.id.in_(wanted))).all()
-            return {row.id: _to_invocation(row) for row in rows}
+            return {row.id: to_invocation(row) for row in rows}
 
     def list_invocations(self, session_id: str) -> list[ToolInvocation]:
         # An id no session can have is simply not there, on every backend (PostgreSQL refuses NUL in a query).
-        if not _recordable(session_id):
+        if not recordable(session_id):
             return []
         with self._guard(), self._faults("read tool calls"), Session(self.engine) as db:
             rows = db.scalars(
                 select(InvocationRow).where(InvocationRow.session_id == session_id).order_by(InvocationRow.id)
             ).all()
-            return [_to_invocation(row) for row in rows]
+            return [to_invocation(row) for row in rows]
 
     def _session_values(self, record: DiagnosisSession) -> dict[str, Any]:
         """The columns of a session as every backend holds them; the record names what had to change."""
-        _check_session_id(record.session_id)
+        check_session_id(record.session_id)
         payload, changes = written(record.model_dump(mode="json"))
         places = [*changes, *self._unstorable.get(record.session_id, [])]
         if places:
-            note = _unstorable_note(places).model_dump(mode="json")
+            note = unstorable_note(places).model_dump(mode="json")
             if note not in payload["notes"]:
                 payload["notes"].append(note)
         values = {"query": payload["query"], "status": payload["status"], "verdict": payload["verdict"],
                   "answer": payload["answer"], "updated_at": datetime.now(UTC),
                   "self_evaluation": payload["self_evaluation"], "record": payload}
-        _check_row(SessionRow.__table__, values, "save a session")
+        check_row(SessionRow.__table__, values, "save a session")
         return values
 
     def _insert_new(self, record: DiagnosisSession) -> bool:
         """Insert the session unless its id is recorded; True when it was inserted."""
         values = self._session_values(record)
-        statement = _insert(self.is_sqlite)(SessionRow).values(
+        statement = insert_for(self.is_sqlite)(SessionRow).values(
             session_id=record.session_id, created_at=record.created_at or values["updated_at"], **values)
         statement = statement.on_conflict_do_nothing(index_elements=[SessionRow.session_id]).returning(
             SessionRow.session_id)
@@ -527,7 +312,7 @@ class AuditStore:
 
     def recorded(self, session_ids: Iterable[str]) -> set[str]:
         """Which of these session ids are recorded, whatever their status."""
-        wanted = [i for i in set(session_ids) if _recordable(i)]
+        wanted = [i for i in set(session_ids) if recordable(i)]
         if not wanted:
             return set()
         with self._guard(), self._faults("read sessions"), Session(self.engine) as db:
@@ -561,7 +346,7 @@ class AuditStore:
             holder = db.get(SessionRow, record.session_id)
             process = str(holder.record.get("process") or "") if holder and isinstance(holder.record, dict) else ""
             status = holder.status if holder else "unknown"
-        if status == "running" and process.rpartition(":")[0] == socket.gethostname() and not _process_dead(process):
+        if status == "running" and process.rpartition(":")[0] == socket.gethostname() and not process_dead(process):
             raise SessionIdRefused(f"session id {record.session_id!r} is held by a live run in process {process}; "
                                    "a session id names one run: use another, or leave it unset")
         raise SessionIdRefused(f"session id {record.session_id!r} is already recorded (status {status}"
@@ -587,7 +372,7 @@ class AuditStore:
 
     def _write(self, record: DiagnosisSession) -> None:
         values = self._session_values(record)
-        statement = _insert(self.is_sqlite)(SessionRow).values(
+        statement = insert_for(self.is_sqlite)(SessionRow).values(
             session_id=record.session_id, created_at=record.created_at or values["updated_at"], **values)
         statement = statement.on_conflict_do_update(index_elements=[SessionRow.session_id], set_=values)
         with self._guard(), self._faults("save a session"), Session(self.engine) as db, db.begin():
@@ -617,7 +402,7 @@ class AuditStore:
 
     def get_session(self, session_id: str) -> DiagnosisSession | None:
         """The session, None when no such id is recorded; UnreadableRecord when its record cannot be read."""
-        if not _recordable(session_id):
+        if not recordable(session_id):
             return None
         with self._guard(), self._faults("read a session"), Session(self.engine) as db:
             row = self._row(db, session_id)
@@ -638,26 +423,3 @@ class AuditStore:
         return good, bad
 
 
-def _parse_url(url: str):
-    """The URL of a database the store runs on; anything else is an AuditURLError that says why."""
-    if not url.strip():
-        raise AuditURLError("the audit database URL is empty")
-    if storable(url)[1]:
-        raise AuditURLError("the audit database URL holds NUL or lone surrogates (bytes that are not UTF-8)")
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError) as exc:  # a port that is not a number is a ValueError
-        # Not echoed: a URL that cannot be read cannot have its password hidden either.
-        raise AuditURLError(f"the audit database URL is not a database URL: {exc}") from None
-    backend = parsed.get_backend_name()
-    if backend not in DATABASES:
-        raise AuditURLError(f"{parsed.render_as_string(hide_password=True)}: the audit store runs on "
-                            f"{' or '.join(DATABASES.values())}, not {backend}")
-    try:
-        dialect = parsed.get_dialect()
-    except ArgumentError as exc:  # NoSuchModuleError: a driver name SQLAlchemy does not know
-        raise AuditURLError(f"{parsed.render_as_string(hide_password=True)} is not a database URL: {exc}") from None
-    if dialect.is_async:
-        raise AuditURLError(f"{parsed.render_as_string(hide_password=True)}: {parsed.get_driver_name()} is an asyncio "
-                            f"driver, and the audit store needs a plain one: {' or '.join(DATABASES.values())}")
-    return parsed

@@ -315,7 +315,7 @@ def test_an_unreadable_record_is_named_by_id_and_the_store_stays_usable(broken, 
 def test_a_run_whose_record_could_not_be_written_is_failed_once_the_store_can_write(tmp_path):
     from devset import load_cases
     from program.entry.api import diagnose
-    from program.store.audit import AuditStoreError
+    from program.store.errors import AuditStoreError
     from tests.support.good_lm import good_lm, pass_all
 
     path = tmp_path / "audit.db"
@@ -350,7 +350,8 @@ def test_a_run_whose_record_could_not_be_written_is_failed_once_the_store_can_wr
 
 def test_a_server_marks_its_unwritten_run_failed_at_its_next_save(tmp_path):
     from contracts import DiagnosisSession
-    from program.store.audit import AuditStoreError, this_process
+    from program.store.errors import AuditStoreError
+    from program.store.processes import this_process
 
     path = tmp_path / "audit.db"
     store = AuditStore(f"sqlite:///{path}")

@@ -18,7 +18,9 @@ from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from devset import load_cases
-from program.store.audit import AuditStore, AuditStoreError, this_process
+from program.store.audit import AuditStore
+from program.store.errors import AuditStoreError
+from program.store.processes import this_process
 from program.lm.pipeline import Diagnosis
 from contracts import (
     DiagnosisSession,

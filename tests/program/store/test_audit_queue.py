@@ -13,7 +13,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from program.entry.api import diagnose
-from program.store.audit import AuditStore, SessionIdRefused, this_process
+from program.store.audit import AuditStore
+from program.store.errors import SessionIdRefused
+from program.store.processes import this_process
 from contracts import DiagnosisSession, Finding
 from tests.support.alert_lm import alert_lm
 
@@ -106,7 +108,7 @@ def test_workers_in_eight_threads_claim_each_pending_session_exactly_once(queue_
 def test_a_pending_row_that_cannot_be_read_is_marked_failed_and_does_not_block_the_queue(queue_url):
     from sqlalchemy import update
 
-    from program.store.audit import SessionRow
+    from program.store.tables import SessionRow
 
     store = AuditStore(queue_url)
     store.enqueue(pending("broken"))
