@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from program.entry import cli
+from program.entry import cli, display
 from program.store.audit import AuditStore
 from contracts import DiagnosisResult, DiagnosisSession
 from tests.support.good_lm import good_lm
@@ -168,7 +168,7 @@ def test_progress_shows_each_stage_once_with_its_time_and_no_source_locations():
 
     for terminal in (False, True):
         out = io.StringIO()
-        with cli.StageProgress(Console(file=out, force_terminal=terminal, width=100)) as progress:
+        with display.StageProgress(Console(file=out, force_terminal=terminal, width=100)) as progress:
             for stage in ("planner", "executor", "verifier", "verifier", "verifier"):
                 progress(stage)
         text = out.getvalue()
