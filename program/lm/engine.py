@@ -13,56 +13,27 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import re
 import threading
+from collections import deque
 from functools import lru_cache
 
 import dspy
 from dspy.clients.engines.base import validate_request
 from dspy.lm15 import Message, Response, TextPart, Usage
 
+from program.lm import native
 from program.lm.models import EMBEDDED_MODELS, EmbeddedModel, ModelIntegrityError, assemble
 from program.lm.native import EngineUnsupported, ensure_runs
+from program.lm.prefix_cache import RULE as PREFIX_RULE
+from program.lm.prefix_cache import PrefixCacheSettingError, PrefixStates, PrefixStore, PrefixUse, settings
+from program.lm.usage import note
+from program.lm.wire import chat_messages, schema_grammar_text, text_of
 
 EMBEDDED = "embedded"
 DEFAULT_MAX_TOKENS = 700
 CONTEXT_TOKENS = 6144
-# One saved state per stage prompt is enough to reuse each stage's shared prefix. A saved state is
-# the KV cache plus a copy of the logits buffer, which the library's byte budget does not count, so
-# the cache is bounded by entries: measured for the 1.5B at this context, 43 MB of KV and 311 MB of
-# logits each, so 8 entries cost at most 2.8 GB. Every call saves one, and 5 were too few: a broad
-# question's five calls evicted the narrow stages' prefixes, and the next narrow question read its
-# whole prompts again (results/bench-20261201T133421Z, gateway_503_logs: 14.4, 12.8 and 15.1 s for
-# its three calls, against 5.3, 8.6 and 4.1 s with 8 in results/bench-20261201T141012Z).
-STATE_CACHE_ENTRIES = 8
-# llama.cpp's schema grammar allows no newline between JSON tokens, but Qwen writes indented JSON:
-# denied a newline, greedy decoding closes every list at once. Allow newlines and indentation.
-GRAMMAR_SPACE = 'space ::= | " " | "\\n" [ \\t]{0,24}'
-
-
-def text_of(parts) -> str:
-    """The text of a DSPy 3.4 request part list (or a plain string)."""
-    if parts is None:
-        return ""
-    if isinstance(parts, str):
-        return parts
-    return "".join(getattr(p, "text", "") or "" for p in parts)
-
-
-def chat_messages(request) -> list[dict]:
-    """The request as chat turns, for the GGUF's own chat template."""
-    messages = [{"role": "system", "content": text_of(request.system).strip()}] if request.system else []
-    for message in request.messages:
-        role = "assistant" if message.role == "assistant" else "user"
-        messages.append({"role": role, "content": (message.text or "").strip()})
-    return messages
-
-
-def schema_grammar_text(schema_json: str) -> str:
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-    gbnf = json_schema_to_gbnf(schema_json)
-    return re.sub(r"^space ::= .*$", lambda _: GRAMMAR_SPACE, gbnf, count=1, flags=re.MULTILINE)
+# What the engine did with each call's prefix, newest last, for benchmarks: (system text, PrefixUse).
+PREFIX_LOG_ENTRIES = 256
 
 
 class LlamaEngine:
@@ -70,8 +41,9 @@ class LlamaEngine:
 
     Requests are rendered with the GGUF's chat template. When the adapter asks for a JSON schema
     (JSONAdapter does, because this engine declares ``supports_response_schema``), decoding is
-    constrained by a grammar built from that schema, so the output always parses. llama.cpp keeps
-    the longest common token prefix of consecutive prompts, so calls that share a prefix are cheaper.
+    constrained by a grammar built from that schema, so the output always parses. Every call starts
+    from the saved state of its static prefix (program/lm/prefix_cache.py), kept in memory and on
+    disk, so only the call's own inputs are read.
     """
 
     supports_response_schema = True
@@ -87,25 +59,33 @@ class LlamaEngine:
         self._lock = threading.Lock()
         self._llm = None
         self._checked: str | None = None
+        self._prefixes: PrefixStates | None = None
+        self.prefix_log: deque[tuple[str, PrefixUse]] = deque(maxlen=PREFIX_LOG_ENTRIES)
 
     def check(self) -> str:
         """The model file, once llama.cpp has been seen to run it in a child process (EngineUnsupported if not).
-        Checked once per engine: the file is verified when it is first assembled or loaded, not per call."""
+        Checked once per engine: the file is verified when it is first assembled or loaded, not per call.
+        The probe is remembered on this machine for the shipped models, whose sha256 was just checked;
+        a model given by path is probed in every process. A prefix-cache setting that cannot be used
+        raises PrefixCacheSettingError."""
         if self._checked is None:
+            directory, max_bytes = settings()
             path = self.model_path or str(assemble(self.model))
-            ensure_runs(path, self.n_threads)
+            sha256 = None if self.model_path else self.model.sha256
+            ensure_runs(path, self.n_threads, sha256)
+            identity = {"model_sha256": sha256, "library": native.library_digest(), "n_ctx": self.n_ctx,
+                        "cpu": native.cpu_signature()}
+            store = PrefixStore(directory, max_bytes, identity) if sha256 and max_bytes else None
+            self._prefixes = PrefixStates(store)
             self._checked = path
         return self._checked
 
     def _load(self):
         if self._llm is None:
-            from program.lm.grammar_sampling import GreedyGrammarLlama, StageStateCache
+            from program.lm.grammar_sampling import GreedyGrammarLlama
 
             path = self.check()
             self._llm = GreedyGrammarLlama(model_path=path, n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
-            # Each stage's prompt starts with the same instructions and demos: keeping the model state
-            # after each call lets the next call of that stage skip its shared prefix.
-            self._llm.set_cache(StageStateCache(STATE_CACHE_ENTRIES))
             # Free the model before interpreter teardown, when llama.cpp's bindings are already gone.
             atexit.register(self.close)
         return self._llm
@@ -127,9 +107,12 @@ class LlamaEngine:
             grammar = self._grammar(json.dumps(fmt["schema"]))
         elif self.use_grammar and fmt.get("type") == "json_object":
             grammar = self._grammar(json.dumps({"type": "object"}))
+        messages = chat_messages(request)
         with self._lock:
-            out = self._load().create_chat_completion(
-                messages=chat_messages(request),
+            llm = self._load()
+            use = self._prefixes.prepare(llm, messages)
+            out = llm.create_chat_completion(
+                messages=messages,
                 max_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
                 temperature=0.0 if config.temperature is None else config.temperature,
                 top_p=config.top_p if config.top_p is not None else 1.0,
@@ -138,15 +121,26 @@ class LlamaEngine:
                 seed=config.seed if config.seed is not None else 0,
                 grammar=grammar,
             )
+        self.prefix_log.append((text_of(request.system), use))
+        if use.note:
+            note(PREFIX_RULE, use.note)
         choice = out["choices"][0]
         usage = out.get("usage") or {}
+        cached = use.prefix_tokens if use.source in ("memory", "disk") else 0
         return Response(
             id=out.get("id"),
             model=self.model.model,
             message=Message.assistant([TextPart(choice["message"].get("content") or "")]),
             finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
-            usage=Usage(input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens")),
+            usage=Usage(input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
+                        cache_read_tokens=cached),
         )
+
+    def warm(self, messages: list[dict]) -> PrefixUse:
+        """The static prefix of a call with these chat turns, read and saved unless it was (nothing is
+        written by the model)."""
+        with self._lock:
+            return self._prefixes.prepare(self._load(), messages)
 
     def stream(self, request):
         from dspy.lm15 import response_to_events
@@ -221,8 +215,9 @@ def preflight(lm) -> tuple[str, str] | None:
     """(rule, message) when an LM cannot work, found before planning: an embedded model whose file
     fails its integrity check or that llama.cpp cannot run on this machine; a provider LM with an
     unknown provider, a missing key, or an endpoint that refuses connections. None when it looks
-    usable. Other in-process engines (scripted, replayed) need no check."""
-    engine = getattr(lm, "engine", None)
+    usable. Other in-process engines (scripted, replayed) need no check; a recording engine is
+    checked as the engine it records."""
+    engine = base_engine(lm)
     if isinstance(engine, LlamaEngine):
         try:
             engine.check()
@@ -230,6 +225,8 @@ def preflight(lm) -> tuple[str, str] | None:
             return "lm.model_integrity", str(exc)
         except EngineUnsupported as exc:
             return exc.rule, str(exc)
+        except PrefixCacheSettingError as exc:
+            return "lm.not_configured", str(exc)
         return None
     if not isinstance(engine, str):
         return None
@@ -246,6 +243,14 @@ def preflight(lm) -> tuple[str, str] | None:
     if missing:
         return "lm.not_configured", f"model {lm.model!r} needs {', '.join(missing)} in the environment"
     return None
+
+
+def base_engine(lm):
+    """The engine that answers for `lm`: a recording engine's inner one, else its own."""
+    engine = getattr(lm, "engine", None)
+    while hasattr(engine, "inner"):
+        engine = engine.inner
+    return engine
 
 
 def _reachable(api_base: str) -> tuple[str, str] | None:

@@ -18,7 +18,7 @@ from pathlib import Path
 import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
-from program.lm.engine import text_of
+from program.lm.wire import text_of
 
 
 class TranscriptMissing(LookupError):
