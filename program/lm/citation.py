@@ -13,7 +13,7 @@ import dspy
 from program.evidence.citations import Menu
 from program.evidence.parsing import salvage_executor_output
 from program.lm.adapter import citation_patch, narrowing
-from program.lm.engine import is_embedded
+from program.lm.engine import narrows
 from program.lm.stage_errors import stage_error
 from signatures.contracts import ExecutorOutput, Finding, ParseStatus, PlannerOutput, ToolInvocation
 from signatures.demos import executor_demos
@@ -38,7 +38,7 @@ class Cite(dspy.Module):
 
     def forward(self, question: str, plan: PlannerOutput, invocations: list[ToolInvocation], narrow: bool,
                 retry_context: str = "none", constrain: bool | None = None) -> dspy.Prediction:
-        """constrain: narrow the response schema to this session's labels; None: only for the embedded model."""
+        """constrain: narrow the response schema to this session's labels; None: for the LMs that take it (narrows)."""
         menu = Menu(invocations)
         if not menu.citations:
             # Nothing can be cited, so asking the LM would only invite invention.
@@ -48,7 +48,7 @@ class Cite(dspy.Module):
                                 error=Finding(rule=rule, message=f"{what}, so the executor had nothing to cite"))
         signature = narrow_citation(self.predict.signature) if narrow else self.predict.signature
         if constrain is None:
-            constrain = is_embedded(dspy.settings.lm)
+            constrain = narrows(dspy.settings.lm)
         config = narrowing(citation_patch(menu, narrow=narrow)) if constrain else {}
         try:
             pred = self.predict(signature=signature, config=config, question=question, plan=plan,

@@ -18,6 +18,7 @@ from collections import deque
 from functools import lru_cache
 
 import dspy
+import httpx
 from dspy.clients.engines.base import validate_request
 from dspy.lm15 import Message, Response, TextPart, Usage
 
@@ -26,8 +27,10 @@ from program.lm.models import EMBEDDED_MODELS, EmbeddedModel, ModelIntegrityErro
 from program.lm.native import EngineUnsupported, ensure_runs
 from program.lm.prefix_cache import RULE as PREFIX_RULE
 from program.lm.prefix_cache import PrefixCacheSettingError, PrefixStates, PrefixStore, PrefixUse, settings
+from program.lm.server_lm import SchemaSettingError, ServerEngine, schema_setting
 from program.lm.usage import note
 from program.lm.wire import chat_messages, schema_grammar_text, text_of
+from signatures.contracts import Finding
 
 EMBEDDED = "embedded"
 DEFAULT_MAX_TOKENS = 700
@@ -172,6 +175,13 @@ def is_embedded(lm) -> bool:
     return str(getattr(lm, "model", "")).startswith("embedded/")
 
 
+def narrows(lm) -> bool:
+    """Whether the stages narrow their response schemas for this LM (and prompt it compactly): the
+    embedded model, and any engine that says so (an OpenAI-compatible server; a recording or replay
+    of one). Where the schema cannot be sent, the prompt states it."""
+    return is_embedded(lm) or bool(getattr(getattr(lm, "engine", None), "narrows", False))
+
+
 def lm_identity(lm) -> dict:
     """Which LM this is, as far as a compiled program depends on it: for an embedded model its short
     name, weights, quantisation, GGUF file and published sha256; for any other LM its model string.
@@ -198,26 +208,36 @@ def lm_spec(spec: str | None = None) -> str:
 
 
 def resolve_lm(spec: str | dspy.BaseLM | None = None) -> dspy.BaseLM:
-    """The LM for every stage: an LM object as given, an embedded model, or any litellm model string."""
+    """The LM for every stage: an LM object as given, an embedded model, an OpenAI-compatible server
+    (`openai/<served model>` with DIAGNOSIS_LM_API_BASE), or any other litellm model string."""
     if isinstance(spec, dspy.BaseLM):
         return spec
     name = lm_spec(spec)
     for short, model in EMBEDDED_MODELS.items():
         if name in (short, model.model):
             return embedded_lm(short)
-    kwargs = {"temperature": 0.0, "max_tokens": int(os.environ.get("DIAGNOSIS_LM_MAX_TOKENS", "2000")), "num_retries": 1}
-    if os.environ.get("DIAGNOSIS_LM_API_BASE"):
-        kwargs["api_base"] = os.environ["DIAGNOSIS_LM_API_BASE"]
+    max_tokens = int(os.environ.get("DIAGNOSIS_LM_MAX_TOKENS", "2000"))
+    api_base = os.environ.get("DIAGNOSIS_LM_API_BASE")
+    if api_base and name.startswith("openai/"):
+        engine = ServerEngine(api_base, name.removeprefix("openai/"), form=schema_setting(),
+                              api_key=os.environ.get("OPENAI_API_KEY"))
+        return dspy.LM(name, engine=engine, temperature=0.0, max_tokens=max_tokens)
+    kwargs = {"temperature": 0.0, "max_tokens": max_tokens, "num_retries": 1}
+    if api_base:
+        kwargs["api_base"] = api_base
     return dspy.LM(name, **kwargs)
 
 
 def preflight(lm) -> tuple[str, str] | None:
     """(rule, message) when an LM cannot work, found before planning: an embedded model whose file
     fails its integrity check or that llama.cpp cannot run on this machine; a provider LM with an
-    unknown provider, a missing key, or an endpoint that refuses connections. None when it looks
-    usable. Other in-process engines (scripted, replayed) need no check; a recording engine is
-    checked as the engine it records."""
+    unknown provider, a missing key, or an endpoint that refuses connections; an OpenAI-compatible
+    server that does not answer, or a schema setting that names no form (the server's form is found
+    here). None when it looks usable. Other in-process engines (scripted, replayed) need no check; a
+    recording engine is checked as the engine it records."""
     engine = base_engine(lm)
+    if isinstance(engine, ServerEngine):
+        return _reachable(engine.api_base) or _server_form(engine)
     if isinstance(engine, LlamaEngine):
         try:
             engine.check()
@@ -245,12 +265,28 @@ def preflight(lm) -> tuple[str, str] | None:
     return None
 
 
+def _server_form(engine: ServerEngine) -> tuple[str, str] | None:
+    try:
+        engine.check()
+    except SchemaSettingError as exc:
+        return "lm.not_configured", str(exc)
+    except httpx.TransportError as exc:
+        return "lm.unreachable", f"the LM endpoint {engine.api_base} does not answer: {exc}"
+    return None
+
+
 def base_engine(lm):
     """The engine that answers for `lm`: a recording engine's inner one, else its own."""
     engine = getattr(lm, "engine", None)
     while hasattr(engine, "inner"):
         engine = engine.inner
     return engine
+
+
+def schema_note(lm) -> Finding | None:
+    """For the run's record: how an OpenAI-compatible server gets the narrowed schemas."""
+    engine = base_engine(lm)
+    return Finding(rule="lm.schema", message=engine.describe()) if isinstance(engine, ServerEngine) else None
 
 
 def _reachable(api_base: str) -> tuple[str, str] | None:
