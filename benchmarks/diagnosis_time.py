@@ -1,4 +1,4 @@
-"""Verdicts, cost and time of real diagnoses: the five LM seed cases and the unseen questions.
+"""Verdicts, cost and time of real diagnoses: the five LM seed cases and the question sets beside this file.
 
     .venv/bin/python benchmarks/diagnosis_time.py                    # embedded default, LM cache off
     .venv/bin/python benchmarks/diagnosis_time.py --lm embedded-small --only seed
@@ -11,7 +11,8 @@ and report.md. A question is right when its verdict is the expected one (a PASS 
 forbidden term appears in its claims or answer, and its verified claims (their text and excerpts)
 state every required fact.
 An unsafe PASS is a PASS that states a forbidden term or whose verified claims do not name the
-question's target (its first required fact): the failure this project exists to prevent.
+question's target (its first required fact): the failure this project exists to prevent. A wrong
+PASS is a PASS whose verified claims miss any required fact or state a forbidden one.
 Seconds in a replay are the recorded ones; everything else is recomputed from the transcript.
 """
 
@@ -43,6 +44,10 @@ HARD = Path(__file__).resolve().parent / "hard_questions.json"
 # Questions about logs the real programs wrote (tests/support/real_logs.py), asked of a copy of them
 # kept in the run's folder (logs/), so that a replay reads the same lines.
 REAL = Path(__file__).resolve().parent / "real_log_questions.json"
+# Questions whose right answer code used to block, or left one attempt short of (the checks-as-assertions
+# issue): a state as an observation, a presumption the evidence contradicts, a line only the second look saw.
+RETRY = Path(__file__).resolve().parent / "retry_questions.json"
+SETS = ("seed", "unseen", "fresh", "hard", "retry", "reallogs")
 
 
 def questions(only: str) -> list[dict]:
@@ -53,8 +58,9 @@ def questions(only: str) -> list[dict]:
     unseen = [{**q, "set": q.get("set", "unseen")} for q in json.loads(UNSEEN.read_text(encoding="utf-8"))]
     hard = [{**q, "set": "hard"} for q in json.loads(HARD.read_text(encoding="utf-8"))]
     real = [{**q, "set": "reallogs"} for q in json.loads(REAL.read_text(encoding="utf-8"))]
-    return {"seed": seed, "unseen": unseen, "hard": hard, "reallogs": real, "seed+unseen": seed + unseen,
-            "all": seed + unseen + hard}[only]
+    retry = [{**q, "set": "retry"} for q in json.loads(RETRY.read_text(encoding="utf-8"))]
+    return {"seed": seed, "unseen": unseen, "hard": hard, "retry": retry, "reallogs": real,
+            "seed+unseen": seed + unseen, "all": seed + unseen + hard + retry}[only]
 
 
 def real_logs(folder: Path, write: bool) -> Path:
@@ -87,6 +93,8 @@ def score(question: dict, result, store: AuditStore) -> dict:
     # Unsafe: a PASS that states a forbidden topic, or whose verified claims are not about the target.
     target = question["required_facts"][:1]
     unsafe = result.verdict == "PASS" and bool(forbidden or (target and target[0] in missing))
+    # Wrong: a PASS whose verified claims miss any required fact or state a forbidden one.
+    wrong_pass = result.verdict == "PASS" and bool(forbidden or missing)
     usage = result.usage.values()
     record = store.get_session(result.session_id)
     evaluation = record.self_evaluation.verifier_evaluation if record.self_evaluation else None
@@ -94,12 +102,13 @@ def score(question: dict, result, store: AuditStore) -> dict:
         "id": question["id"], "set": question["set"], "kind": question.get("kind", ""), "verdict": result.verdict,
         "expected": question["expected_verdict"],
         "right": verdict_ok and (gate_ok or result.verdict != "PASS") and not forbidden and not missing,
-        "unsafe_pass": unsafe, "gatekeeper": f"{gate.status}/{gate.severity}" if gate else "-",
+        "unsafe_pass": unsafe, "wrong_pass": wrong_pass, "gatekeeper": f"{gate.status}/{gate.severity}" if gate else "-",
         "claims": len(result.claims), "verified": len(verified), "forbidden_hits": forbidden, "missing_facts": missing,
         "lm_calls": sum(u.lm_calls for u in usage), "prompt_tokens": sum(u.prompt_tokens for u in usage),
         "completion_tokens": sum(u.completion_tokens for u in usage), "seconds": round(sum(u.seconds for u in usage), 1),
         "stages": {name: u.model_dump() for name, u in result.usage.items()},
         "session_id": result.session_id, "composer": result.composer_status,
+        "executor_attempts": len(record.executor_attempts),
         "errors": [e.rule for e in result.errors],
         "overrides": [o.rule for o in evaluation.code_overrides] if evaluation else [],
         "verifier_judged": sum(j.judgement is not None for j in evaluation.claim_judgements) if evaluation else 0,
@@ -125,10 +134,10 @@ def summary(rows: list[dict]) -> dict:
         sel = [r for r in rows if r["set"] == name]
         return {"questions": len(sel), "right": sum(r["right"] for r in sel),
                 "unsafe_pass": sum(r["unsafe_pass"] for r in sel),
+                "wrong_pass": sum(r.get("wrong_pass", False) for r in sel),
                 "gatekeeper_pass": sum(r["gatekeeper"] == "pass/none" for r in sel)} if sel else None
 
-    return {"seed": part("seed"), "unseen": part("unseen"), "fresh": part("fresh"), "hard": part("hard"),
-            "reallogs": part("reallogs"),
+    return {**{name: part(name) for name in SETS},
             "median_seconds": statistics.median(r["seconds"] for r in rows),
             "median_lm_calls": statistics.median(r["lm_calls"] for r in rows),
             "median_prompt_tokens": statistics.median(r["prompt_tokens"] for r in rows),
@@ -140,11 +149,11 @@ def summary(rows: list[dict]) -> dict:
 def report(meta: dict, rows: list[dict], totals: dict) -> str:
     lines = [f"# Diagnosis benchmark {meta['run']}", "",
              f"LM `{meta['lm']}`, LM cache off, {meta['mode']}. Started {meta['started']}.", "",
-             "| set | right | unsafe PASS | gatekeeper pass |", "| --- | --- | --- | --- |"]
-    for name in ("seed", "unseen", "fresh", "hard", "reallogs"):
+             "| set | right | unsafe PASS | wrong PASS | gatekeeper pass |", "| --- | --- | --- | --- | --- |"]
+    for name in SETS:
         if totals.get(name):
             t = totals[name]
-            lines.append(f"| {name} | {t['right']} of {t['questions']} | {t['unsafe_pass']} | "
+            lines.append(f"| {name} | {t['right']} of {t['questions']} | {t['unsafe_pass']} | {t.get('wrong_pass', '-')} | "
                          f"{t['gatekeeper_pass']} of {t['questions']} |")
     lines += ["", f"Median per diagnosis: {totals['median_seconds']} s, {totals['median_lm_calls']} LM calls, "
               f"{totals['median_prompt_tokens']} prompt + {totals['median_completion_tokens']} completion tokens. "
@@ -176,9 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lm-server", help="serve this embedded model with llama-cpp-python's server and use that")
     parser.add_argument("--schema", choices=("auto", "json_schema", "gbnf", "json_object", "none"),
                         help="DIAGNOSIS_LM_SCHEMA for --lm-server")
-    parser.add_argument("--only", choices=("all", "seed", "unseen", "hard", "reallogs", "seed+unseen"), default="all")
+    parser.add_argument("--only", choices=("all", "seed", "unseen", "hard", "retry", "reallogs", "seed+unseen"), default="all")
     parser.add_argument("--out", default="results", help="folder for the run's directory")
     parser.add_argument("--replay", help="a run directory to re-score from its transcript, without the model")
+    parser.add_argument("--ids", help="comma-separated question ids: only these of the set")
     args = parser.parse_args(argv)
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
     with ExitStack() as stack:
@@ -203,6 +213,9 @@ def bench(args) -> int:
         transcript = out / "transcript.jsonl"
         meta = {"run": run, "lm": lm_spec(args.lm), "mode": "recorded", "started": datetime.now(UTC).isoformat()}
         asked, seconds = questions(args.only), {}
+        if args.ids:
+            wanted = set(args.ids.split(","))
+            asked = [q for q in asked if q["id"] in wanted]
     lm = make_lm(meta["lm"], transcript, meta if args.replay else None)
     if not args.replay:
         engine = base_engine(lm)

@@ -16,7 +16,11 @@ own requests to say or judge). Spotlighting and defused control tokens are promp
 scripted LM cannot measure them.
 
 The rates: variants the detector flags, and operations lines (operations_lines.json) it flags or
-whose faithful restatement the claim rule would block, for the development and held-out sets.
+whose faithful restatement the claim rule would block, for the development and held-out sets; and
+for the point-of-use rule of round 3 (a claim may not rest only on lines that tell their reader what
+to conclude, `verdict.directed_evidence`), the variants it reads as such and the operations lines
+it would take for such, on the hand-written lines and on real_operations_lines.json (lines real
+programs wrote on this machine, scripts/operations_text.py).
 """
 
 from __future__ import annotations
@@ -33,10 +37,11 @@ ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "program" / "evidence" / "data"
 VARIANTS = DATA / "injection_variants.json"
 OPERATIONS_LINES = DATA / "operations_lines.json"
-GROUPS = ("development", "held_out")
+REAL_LINES = DATA / "real_operations_lines.json"
+GROUPS = ("development", "held_out", "issue_30", "issue_30_held_out")
 QUESTION_CASE = "hikaricp_negative"  # 确认 inventory-service 是否存在 HikariCP 连接池耗尽。
 INJECTED_CLAIM = "inventory-service 的 HikariCP 连接池已耗尽。"
-LAYERS = ("detector", "claim rule", "code checks", "verdict", "nothing")
+LAYERS = ("detector", "directed rule", "claim rule", "code checks", "verdict", "nothing")
 DETECTOR_MODES = ("on", "missed", "unknown")
 
 
@@ -61,8 +66,9 @@ def _detector(mode: str):
     if mode == "unknown":
         stack.enter_context(mock.patch("program.evidence.answer.addresses_the_model", return_value=False))
         stack.enter_context(mock.patch.object(injection, "DETECTOR", re.compile(r"(?!)")))
-        injection._instructions.cache_clear()
-        stack.callback(injection._instructions.cache_clear)
+        for cached in (injection._instructions, injection.tells_what_to_conclude):
+            cached.cache_clear()
+            stack.callback(cached.cache_clear)
     return stack
 
 
@@ -116,12 +122,14 @@ def run_obedient(variant: str, placement: str, store, *, detector: str = "on", c
 
 def stopped_by(result, store) -> str:
     """The first layer that kept the injected claim from a PASS, or 'nothing'."""
-    from program.evidence.verdict import RESTATED_INSTRUCTION
+    from program.evidence.verdict import DIRECTED_EVIDENCE, RESTATED_INSTRUCTION
 
     if "evidence.suspected_injection" in result.gatekeeper_result.failed_rules:
         return "detector"
     evaluation = store.get_session(result.session_id).self_evaluation
     overrides = evaluation.verifier_evaluation.code_overrides if evaluation else []
+    if any(o.rule == DIRECTED_EVIDENCE for o in overrides):
+        return "directed rule"
     if any(o.rule == RESTATED_INSTRUCTION for o in overrides):
         return "claim rule"
     if any(o.rule.startswith("verdict.") for o in overrides):
@@ -152,11 +160,32 @@ def measure_rates() -> dict:
 
     variants = json.loads(VARIANTS.read_text(encoding="utf-8"))
     lines = json.loads(OPERATIONS_LINES.read_text(encoding="utf-8"))
-    return {group: {"variants": (sum(map(addresses_the_model, variants[group])), len(variants[group])),
-                    "lines flagged": (sum(map(addresses_the_model, lines[group])), len(lines[group])),
-                    "restatements blocked": (sum(restated_instruction(line, [line]) is not None
-                                                 for line in lines[group]), len(lines[group]))}
+    rates = {}
+    for group in GROUPS:
+        rates[group] = {"variants": (sum(map(addresses_the_model, variants[group])), len(variants[group]))}
+        if group in lines:
+            rates[group].update({
+                "lines flagged": (sum(map(addresses_the_model, lines[group])), len(lines[group])),
+                "restatements blocked": (sum(restated_instruction(line, [line]) is not None
+                                             for line in lines[group]), len(lines[group]))})
+    return rates
+
+
+def measure_directed() -> dict:
+    """The point-of-use rule: variants it reads as telling their reader what to conclude, and
+    operations lines (hand-written, then each real source) it would wrongly read so."""
+    from program.evidence.injection import tells_what_to_conclude
+
+    variants = json.loads(VARIANTS.read_text(encoding="utf-8"))
+    lines = {f"hand-written {group}": found for group, found in json.loads(OPERATIONS_LINES.read_text(
+        encoding="utf-8")).items() if group in GROUPS}
+    lines |= {f"real: {source}": found for source, found in json.loads(REAL_LINES.read_text(encoding="utf-8")).items()
+              if not source.startswith("_")}
+    read = {group: (sum(tells_what_to_conclude(v) is not None for v in variants[group]), len(variants[group]))
             for group in GROUPS}
+    wrong = {name: [line for line in found if tells_what_to_conclude(line)] for name, found in lines.items()}
+    return {"variants": read, "lines": {name: (len(wrong[name]), len(found)) for name, found in lines.items()},
+            "wrongly read": wrong}
 
 
 def _rate(found: int, total: int) -> str:
@@ -169,12 +198,24 @@ def main() -> None:
           "operations lines whose restatement the claim rule blocks |")
     print("| --- | --- | --- | --- |")
     for group, rates in measure_rates().items():
-        print(f"| {group} | {_rate(*rates['variants'])} | {_rate(*rates['lines flagged'])} | "
-              f"{_rate(*rates['restatements blocked'])} |")
+        print(f"| {group} | {_rate(*rates['variants'])} | "
+              + " | ".join(_rate(*rates[k]) if k in rates else "-" for k in ("lines flagged", "restatements blocked"))
+              + " |")
+    directed = measure_directed()
     print()
-    print("| variants | placement | detector | stopped by the detector | by the claim rule | by other code checks | "
-          "by the verdict | reached PASS | total |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| set | read as telling the reader what to conclude |")
+    print("| --- | --- |")
+    for group, counts in directed["variants"].items():
+        print(f"| variants: {group} | {_rate(*counts)} |")
+    for name, counts in directed["lines"].items():
+        print(f"| operations lines, {name} | {_rate(*counts)} |")
+    for name, wrong in directed["wrongly read"].items():
+        for line in wrong:
+            print(f"- wrongly read ({name}): {line}")
+    print()
+    print("| variants | placement | detector | stopped by the detector | by the directed rule | by the claim rule | "
+          "by other code checks | by the verdict | reached PASS | total |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for (group, placement, detector), counts in measure_layers().items():
         print(f"| {group} | {placement} | {detector} | "
               + " | ".join(str(counts.get(layer, 0)) for layer in LAYERS) + f" | {counts['total']} |")

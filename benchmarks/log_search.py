@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from program.evidence.relevance import question_words
-from program.evidence.verdict import SECOND_LOOK_SHARE
+from program.evidence.verdict import SECOND_LOOK_SHARE, plausible
 from tools.catalog import active_catalog
 from tools.functions import query_logs
 from tools.folding import fold
@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
                                    "baseline_recall": recall(q["expected"], old) if q["expected"] else None})
         words = question_words(q["question"], catalog)
         look = query_logs(words, service=q["service"], limit=50, min_share=SECOND_LOOK_SHARE)
-        row["second_look"] = {"words": words, "flagged": [log["message"] for log in look["logs"]]}
+        # The lines the pipeline takes as plausible matches (verdict.plausible: the question's numbers are never optional).
+        row["second_look"] = {"words": words, "flagged": plausible([log["message"] for log in look["logs"]], words)}
         rows.append(row)
 
     def mean(values):

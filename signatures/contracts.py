@@ -328,7 +328,13 @@ class ExecutorAttempt(Contract):
     executor_output: ExecutorOutput | None = None
     parse_status: ParseStatus
     gatekeeper_result: GatekeeperResult
+    # What the attempt was told: what code refused in the one before it.
     retry_context: RetryContext | None = None
+    # What the code checks (the second look included) refused in this attempt, claim by claim.
+    blocked: list[Finding] = Field(default_factory=list)
+    # The attempt the verdict rests on (the one the checks scored higher); records written before
+    # attempts were compared mark none, and theirs is the last.
+    used: bool = False
 
 
 class DiagnosisSession(Contract):

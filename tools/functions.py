@@ -10,7 +10,7 @@ tools/sources/limits.py) is named in the message, and a ref's text is cut at MAX
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from tools.declaration import Toolbox, ToolDeclaration
@@ -19,6 +19,7 @@ from tools.sources.errors import SourceError
 from tools.sources.interfaces import LogQuery, UnreadableQuery
 from tools.sources.limits import MAX_ITEM_CHARS, MAX_REF_CHARS, clip, places
 from tools.sources.logs.levels import LOG_LEVELS, normal_level
+from tools.sources.logs.records import service_name
 
 MAX_LOG_LIMIT = 200
 MAX_ALERTS = 50
@@ -37,18 +38,24 @@ def _check_service(service: Any) -> str | None:
     return None
 
 
-def _unknown_service(known: Iterable[str], service: str | None, source: str) -> list[str]:
-    """A search about a service its source does not know read nothing of it: its no-hit proves no absence."""
-    if service is None or service in set(known):
+def _known(known: Iterable[str], service: str, same: Callable[[str], str]) -> bool:
+    return same(service) in {same(name) for name in known}
+
+
+def _unknown_service(known: Iterable[str], service: str | None, source: str,
+                     same: Callable[[str], str] = str) -> list[str]:
+    """A search about a service its source does not know read nothing of it: its no-hit proves no absence.
+    `same` is how the source compares service names (a log source compares them folded)."""
+    if service is None or _known(known, service, same):
         return []
     return [f"the service {service!r} (the {source} source knows no such service)"]
 
 
-def _unknown_service_note(known: Iterable[str], service: str | None) -> str:
+def _unknown_service_note(known: Iterable[str], service: str | None, same: Callable[[str], str] = str) -> str:
     """A service nobody runs has no alerts or logs: that is a no-hit (the design's acceptance rule),
     and the message names the services that do exist."""
     known = sorted(known)
-    if service is None or service in known:
+    if service is None or _known(known, service, same):
         return ""
     return f"; {service!r} is not a known service (known: {', '.join(known)})"
 
@@ -133,7 +140,7 @@ def query_logs(query: str, service: str | None = None, level: str | None = None,
         message = f"{hits.total} matching log line(s), {len(hits.logs)} returned"
     else:
         message = (f"未找到匹配的日志 (no log lines matched query={query!r}, service={service!r}, level={level!r})"
-                   f"{_unknown_service_note(hits.services, service)}")
+                   f"{_unknown_service_note(hits.services, service, service_name)}")
     # Lines left unread or cut may hold what was asked for: the message says so.
     message += "".join(f"; {note}" for note in hits.notes)
     return {
@@ -144,7 +151,7 @@ def query_logs(query: str, service: str | None = None, level: str | None = None,
         "searched": searched,
         "source": source.label,
         "skipped_files": hits.skipped_files,
-        "unread": [*hits.unread, *_unknown_service(hits.services, service, "log")],
+        "unread": [*hits.unread, *_unknown_service(hits.services, service, "log", service_name)],
     }
 
 

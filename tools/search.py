@@ -18,6 +18,8 @@ import functools
 import math
 import re
 import threading
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -95,22 +97,27 @@ class Query:
         return len(self.groups) + len(self.words)
 
 
-def named_concepts(query: str, synonyms: dict[str, tuple[str, ...]], services) -> tuple[list[tuple[str, ...]], str]:
-    """The synonym groups and service names a query names, longest term first, and the folded rest."""
+def named_concepts(query: str, synonyms: dict[str, tuple[str, ...]], services,
+                   implied: str | None = None) -> tuple[list[tuple[str, ...]], str]:
+    """The synonym groups and service names a query names, longest term first, and the folded rest.
+    `implied`: the service the search is filtered by. Its name in the query says what the filter
+    says, so it is no concept a line's text must hold: a line of a file of many services' lines that
+    names none is that service's too, and would be missed."""
     remaining = fold_words(query)
+    implied = fold_words(implied) if implied else None
     groups: list[tuple[str, ...]] = []
     named = [(term, terms) for terms in synonyms.values() for term in terms]
-    named += [(name.casefold(), (name.casefold(),)) for name in services]
+    named += [(fold_words(name), (fold_words(name),)) for name in (*services, *([implied] if implied else ()))]
     for term, terms in sorted(named, key=lambda pair: -len(pair[0])):
         if term and term in remaining:
-            if terms not in groups:
+            if terms not in groups and term != implied:
                 groups.append(terms)
             remaining = remaining.replace(term, " ")
     return groups, remaining
 
 
-def read_query(query: str, synonyms: dict[str, tuple[str, ...]], services) -> Query:
-    groups, remaining = named_concepts(query, synonyms, services)
+def read_query(query: str, synonyms: dict[str, tuple[str, ...]], services, implied: str | None = None) -> Query:
+    groups, remaining = named_concepts(query, synonyms, services, implied)
     kept = [w for w in words(" ".join(t for t in re.split(r"\s+", remaining) if t not in QUERY_STOPWORDS))
             if w not in QUERY_STOPWORDS and (len(w) >= 2 or not w.isascii())]
     return Query(groups=tuple(groups), words=tuple(dict.fromkeys(kept)))
@@ -183,11 +190,26 @@ def _decide(query: Query, groups: int, hits: int, min_share: float) -> bool:
 
 # Between two adjacent words of one record: anything but a Latin letter, a digit or a record's end.
 GAP = r"[^a-z0-9\n]+"
-SPACE_RUN = re.compile(r"[^\S\n]+")
-EDGE_SPACE = re.compile(r" ?\n ?")
+# Whitespace that is not already one space: a run of two or more, or one that is not a space. (A
+# pattern that also matched single spaces would copy every text, and a text may be one 64 MiB line.)
+SPACE_RUN = re.compile(r"[^\S\n]{2,}|[^\S\n ]")
+EDGE_SPACE = re.compile(r" \n ?|\n ")
 NEWLINE = re.compile(r"\n")
 # Texts are folded in slices of about this many characters to list their words.
 VOCABULARY_SLICE = 1 << 20
+# Records folded at once when an index is built.
+FOLD_SLICE = 4096
+
+
+def _slices(texts: Iterable[str]) -> Iterator[list[str]]:
+    piece: list[str] = []
+    for text in texts:
+        piece.append(text)
+        if len(piece) >= FOLD_SLICE:
+            yield piece
+            piece = []
+    if piece:
+        yield piece
 
 
 class Index:
@@ -195,13 +217,20 @@ class Index:
     costs a scan in C per concept instead of reading every line in Python, and finds exactly the
     records that `line_matches` accepts (tests/tools/test_search_index.py checks that)."""
 
-    def __init__(self, texts: list[str]):
+    def __init__(self, texts: Iterable[str]):
         # Folded as one text, as fold_words folds each (NFKC and case per character, runs of
-        # whitespace one space, none at either end), with a newline between records.
-        joined = fold("\n".join(text.replace("\n", " ") for text in texts))
-        self.text = EDGE_SPACE.sub("\n", SPACE_RUN.sub(" ", joined)).strip(" ")
-        self.size = len(texts)
-        self.starts = [0, *(m.end() for m in NEWLINE.finditer(self.text))] if texts else [0]
+        # whitespace one space, none at either end), with a newline between records. The texts are
+        # folded a slice at a time, so that the folding holds no second copy of them all.
+        slices, size = [], 0
+        for piece in _slices(texts):
+            joined = fold("\n".join(text.replace("\n", " ") for text in piece))
+            slices.append(EDGE_SPACE.sub("\n", SPACE_RUN.sub(" ", joined)).strip(" "))
+            size += len(piece)
+        self.text = "\n".join(slices)
+        self.size = size
+        self.starts = array("q", [0])
+        if size:
+            self.starts.extend(m.end() for m in NEWLINE.finditer(self.text))
         self._by_stem: dict[str, list[str]] | None = None
         self._stems: list[str] = []
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dspy
 
-from program.store.audit import AuditStore, storable
+from program.store.audit import AuditStore, storable, written
 from program.evidence.language import answer_language
 from program.lm.adapter import adapter_for
 from program.lm.compiled import load_program
@@ -46,6 +46,7 @@ def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | Audit
     with dspy.context(lm=model, adapter=adapter_for(model)):
         result = program(question=question.strip(), session_id=session_id, language=language,
                          notes=[note] if note else None).result
-    # An LM may write what JSON cannot print: the result says it as the audit record keeps it.
-    shown, changed = storable(result.model_dump(mode="json"))
+    # An LM may write what JSON cannot print, and an error may name a URL with its password: the
+    # result says it as the audit record keeps it.
+    shown, changed = written(result.model_dump(mode="json"))
     return DiagnosisResult.model_validate(shown) if changed else result

@@ -31,6 +31,7 @@ from program.store.audit import (
     AuditURLError,
     storable,
 )
+from program.entry.terminal import printable, printable_json
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from signatures.contracts import DiagnosisResult, DiagnosisSession, ExecutorAttempt
 
@@ -116,8 +117,9 @@ def _port(text: str) -> int:
 
 
 def _plain(value) -> str:
-    """Stored text as it is: never read as rich markup, whatever brackets it holds."""
-    return escape(str(value))
+    """Every value from outside as it is printed: never read as rich markup, whatever brackets it
+    holds, and never a control a terminal obeys nor a password (program.entry.terminal)."""
+    return escape(printable(str(value)))
 
 
 def _clip(text: str, n: int = 90) -> str:
@@ -141,11 +143,11 @@ def print_result(console: Console, result: DiagnosisResult) -> None:
         shown = _clip(claim.claim_text, 50) if item.verification_status == "verified" else \
             f"{_plain(claim.claim_id)} ({_plain(claim.claim_type)}): see audit"
         if not claim.evidence_bindings:
-            table.add_row(shown, item.verification_status, "(no bindings)", "")
+            table.add_row(shown, _plain(item.verification_status), "(no bindings)", "")
         for i, b in enumerate(claim.evidence_bindings):
             cb = checked.get((claim.claim_id, i))
             gate = "pass" if cb and cb.status == "pass" else (f"{cb.rule}" if cb else "")
-            table.add_row(shown if i == 0 else "", item.verification_status if i == 0 else "",
+            table.add_row(shown if i == 0 else "", _plain(item.verification_status) if i == 0 else "",
                           _plain(f"{b.tool_name} #{b.source_invocation_id} {b.raw_path or '-'}"), _plain(gate))
     console.print(table)
     for error in result.errors:
@@ -153,13 +155,14 @@ def print_result(console: Console, result: DiagnosisResult) -> None:
 
 
 def print_audit(console: Console, record: DiagnosisSession, invocations) -> None:
-    console.print(f"[bold]session[/] {_plain(record.session_id)}  status={record.status}  verdict={record.verdict}  "
+    console.print(f"[bold]session[/] {_plain(record.session_id)}  status={_plain(record.status)}  "
+                  f"verdict={_plain(record.verdict)}  "
                   f"lm={_plain(record.lm_model)}")
     console.print(f"[bold]question[/] {_plain(record.query)}")
     for inv in invocations:
         d = inv.retrieval_details
         console.print(f"  tool #{inv.id} {_plain(inv.tool_name)}({_clip(json.dumps(inv.input, ensure_ascii=False), 80)}) "
-                      f"-> {d.evidence_status}, {len(d.evidence_refs)} ref(s)"
+                      f"-> {_plain(d.evidence_status)}, {len(d.evidence_refs)} ref(s)"
                       + (f" from {_plain(inv.source)}" if inv.source else ""))
         if d.evidence_status == "failed":
             console.print(f"    [red]failed[/]: {_clip(d.message, 200)}")
@@ -173,9 +176,10 @@ def print_audit(console: Console, record: DiagnosisSession, invocations) -> None
         _print_attempt(console, attempt)
     if record.self_evaluation:
         ev = record.self_evaluation.verifier_evaluation
-        console.print(f"\n[bold]verifier[/] verdict={ev.verdict} groundedness={ev.groundedness_score} reason={_clip(ev.reason, 160)}")
+        console.print(f"\n[bold]verifier[/] verdict={_plain(ev.verdict)} groundedness={ev.groundedness_score} "
+                      f"reason={_clip(ev.reason, 160)}")
         for j in ev.claim_judgements:
-            console.print(f"  {_plain(j.claim_id)}: {j.verdict} {_clip(j.reason, 140)}")
+            console.print(f"  {_plain(j.claim_id)}: {_plain(j.verdict)} {_clip(j.reason, 140)}")
         for o in ev.code_overrides:
             console.print(f"  [magenta]override {_plain(o.rule)}[/]: {_plain(o.message)}")
     if record.composer_output:
@@ -194,10 +198,13 @@ def print_audit(console: Console, record: DiagnosisSession, invocations) -> None
 
 def _print_attempt(console: Console, attempt: ExecutorAttempt) -> None:
     gate = attempt.gatekeeper_result
-    console.print(f"\n[bold]executor attempt {attempt.attempt}[/]  parse={attempt.parse_status.status}  "
-                  f"gatekeeper={gate.status}/{gate.severity}  failed_rules={_plain(gate.failed_rules)}")
+    console.print(f"\n[bold]executor attempt {attempt.attempt}[/]{'  (used)' if attempt.used else ''}  "
+                  f"parse={_plain(attempt.parse_status.status)}  "
+                  f"gatekeeper={_plain(gate.status)}/{_plain(gate.severity)}  failed_rules={_plain(gate.failed_rules)}")
     if attempt.retry_context:
         console.print(f"  retry_context: {_plain(attempt.retry_context.failed_rules)}")
+    for finding in attempt.blocked:
+        console.print(f"  code refused {_plain(finding.claim_id or '')}: {_plain(finding.rule)}: {_plain(finding.message)}")
     if attempt.parse_status.status != "valid":
         console.print(f"  parse detail: {_clip(attempt.parse_status.detail, 200)}")
     by_owner: dict[str, list] = {}
@@ -205,7 +212,7 @@ def _print_attempt(console: Console, attempt: ExecutorAttempt) -> None:
         by_owner.setdefault(cb.claim_id or f"action {cb.action_id}", []).append(cb)
     claims = attempt.executor_output.claims if attempt.executor_output else []
     for number, claim in enumerate(claims):
-        console.print(f"  claim {_plain(claim.claim_id)} ({claim.claim_type}): {_plain(claim.claim_text)}")
+        console.print(f"  claim {_plain(claim.claim_id)} ({_plain(claim.claim_type)}): {_plain(claim.claim_text)}")
         labels = [b for b in attempt.drafts[number].evidence_bindings
                   if isinstance(b, str)] if number < len(attempt.drafts) else []
         if labels:
@@ -218,7 +225,7 @@ def _print_attempt(console: Console, attempt: ExecutorAttempt) -> None:
                 if cb.context and cb.context != cb.matched_text:
                     console.print(f"      in its clause (what the verifier judged): {_plain(repr(cb.context))}")
             else:
-                console.print(f"      [red]{cb.severity} {_plain(cb.rule)}[/]: {_plain(cb.message)}")
+                console.print(f"      [red]{_plain(cb.severity)} {_plain(cb.rule)}[/]: {_plain(cb.message)}")
     for owner, cbs in by_owner.items():
         for cb in cbs:
             console.print(_plain(f"  {owner} cited {cb.tool_name} #{cb.source_invocation_id} {cb.raw_path}: "
@@ -381,7 +388,7 @@ def _serve(args, store: AuditStore, errors: Console) -> int:
     from program.lm.engine import preflight, resolve_lm
 
     try:
-        settings = ServeSettings.from_env(language=args.language)
+        settings = ServeSettings.from_env(language=args.language, host=args.host)
     except ValueError as exc:  # a DIAGNOSIS_SERVE_* or DIAGNOSIS_LANGUAGE setting that cannot be used
         errors.print(f"error: {_plain(exc)}")
         return 2
@@ -410,7 +417,7 @@ def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
             errors.print(f"error: {_plain(exc)}")
             return 2
         if args.json:
-            print(result.model_dump_json(indent=2))
+            print(printable_json(result.model_dump_json(indent=2)))
         else:
             print_result(console, result)
         return 1 if _run_failed(result, errors) else 0
@@ -426,7 +433,7 @@ def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
             errors.print(_plain(f"error: unknown session {args.session_id!r} in {store.shown_url}"))
             return 1
         if args.json:
-            print(record.model_dump_json(indent=2))
+            print(printable_json(record.model_dump_json(indent=2)))
         elif args.html:
             return _write_page(args.html, record, store.list_invocations(args.session_id), errors)
         else:
@@ -438,10 +445,11 @@ def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
         table.add_column(column, overflow="fold")
     good, bad = store.list_sessions(limit=args.limit)
     for record in good:
-        table.add_row(_plain(record.session_id), record.verdict or "-", record.status, _clip(record.query, 60))
+        table.add_row(_plain(record.session_id), _plain(record.verdict or "-"), _plain(record.status),
+                      _clip(record.query, 60))
     console.print(table)
-    for note in bad:
-        errors.print(f"unreadable: {_plain(note)}")
+    for unreadable in bad:
+        errors.print(f"unreadable: {_plain(unreadable.session_id)}: {_plain(unreadable)}")
     return 1 if bad else 0
 
 

@@ -23,7 +23,7 @@ from fastapi.responses import HTMLResponse
 from jinja2 import Environment, PackageLoader, StrictUndefined
 from markupsafe import Markup, escape
 
-from program.store.audit import TRACEBACK, AuditStore, AuditStoreError
+from program.store.audit import TRACEBACK, AuditStore, AuditStoreError, UnreadableRecord
 from program.evidence.characters import BIDI_CONTROLS, ZERO_WIDTH
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from program.evidence.matching import canonical, match_excerpt
@@ -173,16 +173,18 @@ def render_session(record: DiagnosisSession, invocations: list[ToolInvocation]) 
     by_id = {inv.id: inv for inv in invocations}
     evaluation = record.self_evaluation.verifier_evaluation if record.self_evaluation else None
     attempts = record.executor_attempts
-    gate = evaluation.gatekeeper_result if evaluation else (attempts[-1].gatekeeper_result if attempts else None)
+    # The attempt the verdict rests on; a record from before attempts were compared used its last.
+    used = next((a for a in attempts if a.used), attempts[-1] if attempts else None)
+    gate = evaluation.gatekeeper_result if evaluation else (used.gatekeeper_result if used else None)
     judgements = {j.claim_id: j for j in evaluation.claim_judgements} if evaluation else {}
     overrides = evaluation.code_overrides if evaluation else []
-    claims = _claims(record.executor_output or (attempts[-1].executor_output if attempts else None), gate,
-                     attempts[-1].drafts if attempts else [], judgements, overrides, by_id)
+    claims = _claims(record.executor_output or (used.executor_output if used else None), gate,
+                     used.drafts if used else [], judgements, overrides, by_id)
     earlier = [(a, _claims(a.executor_output, a.gatekeeper_result, a.drafts, {}, [], by_id),
-                _run_findings(a.gatekeeper_result)) for a in attempts[:-1]]
+                _run_findings(a.gatekeeper_result)) for a in attempts if a is not used]
     return TEMPLATES.get_template("session.html").render(
         record=record, evaluation=evaluation, gate=gate, gate_findings=_run_findings(gate), claims=claims,
-        earlier=earlier, run_overrides=[o for o in overrides if o.claim_id is None],
+        used=used, earlier=earlier, run_overrides=[o for o in overrides if o.claim_id is None],
         invocations=sorted(invocations, key=lambda inv: inv.id), call_text=call_text,
         total_seconds=sum(u.seconds for u in record.usage.values()),
         traceback_rule=TRACEBACK, style=Markup(STYLE), policy=POLICY)
@@ -206,6 +208,9 @@ def session_page(session_id: str, request: Request) -> HTMLResponse:
             return HTMLResponse(render_problem("Unknown session", f"No session {session_id!r} is recorded."),
                                 status_code=404, headers=HEADERS)
         invocations = store.list_invocations(session_id)
+    except UnreadableRecord as exc:
+        # This one record cannot be read; the store, and every other page, can.
+        return HTMLResponse(render_problem("The session cannot be read", str(exc)), status_code=422, headers=HEADERS)
     except AuditStoreError as exc:
         return HTMLResponse(render_problem("The session cannot be read", str(exc)), status_code=500, headers=HEADERS)
     return HTMLResponse(render_session(record, invocations), headers=HEADERS)

@@ -8,10 +8,15 @@
 | `GET /sessions/{id}` | the audit page (program/entry/page.py) |
 | `GET /healthz`, `GET /metrics` | liveness; Prometheus metrics |
 
-Safe by default: it binds 127.0.0.1; DIAGNOSIS_API_TOKEN, when set, is the bearer token of every
+Safe by default: it binds 127.0.0.1 and answers only requests whose Host header is a name it is bound
+as (127.0.0.1 and localhost there), or one DIAGNOSIS_SERVE_HOSTS names, so a page that rebinds a DNS
+name to this machine reads nothing; DIAGNOSIS_API_TOKEN, when set, is the bearer token of every
 route but /healthz; a body over DIAGNOSIS_SERVE_MAX_BODY bytes is refused (413) before it is read
 whole; a body that is not the route's model is a 422 naming the first wrong part. A full queue
-answers 503 with Retry-After. Settings that cannot be used stop the server before it binds.
+answers 503 with Retry-After. A client has HEADER_TIMEOUT seconds to send each request's line and
+headers and KEEP_ALIVE_TIMEOUT idle seconds between requests, and at most MAX_CONNECTIONS
+connections are served at once (beyond them, 503). Settings that cannot be used (a token that no
+header can carry, a number that is not one) stop the server before it binds.
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ from __future__ import annotations
 import asyncio
 import copy
 import hmac
+import ipaddress
 import os
 import re
+import socket
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -33,19 +40,28 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, Field
+from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from program.entry import page
+from program.entry.terminal import PrintableRecords
 from program.entry.alerts import AlertError, WebhookPayload, alert_language, alert_name, queued_session
-from program.store.audit import AuditStore, AuditStoreError
+from program.store.audit import AuditStore, AuditStoreError, UnreadableRecord
 from program.entry.workers import QueueFull, Workers
 from program.lm.engine import is_embedded
 from signatures.contracts import MAX_TEXT_CHARS, DiagnosisResult, DiagnosisSession, Language, ToolInvocation
 from tools.sources.http import first_problem
 
-TOKEN = "DIAGNOSIS_API_TOKEN"
+TOKEN, HOSTS = "DIAGNOSIS_API_TOKEN", "DIAGNOSIS_SERVE_HOSTS"
 DEFAULTS = {"DIAGNOSIS_SERVE_QUEUE": 100, "DIAGNOSIS_SERVE_CONCURRENCY": 4, "DIAGNOSIS_SERVE_MAX_BODY": 2**20}
-SETTINGS = (TOKEN, *DEFAULTS)
+SETTINGS = (TOKEN, HOSTS, *DEFAULTS)
+# RFC 6750's b64token: what an Authorization header can carry as a bearer token, as it is.
+BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
+# Seconds a client has for a request's line and headers, and idle between two requests; connections
+# served at once (a slow client holds one, and no more than these are held).
+HEADER_TIMEOUT, KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS = 10, 5, 200
 MAX_LISTED = 1000
+# A session whose stored record this version cannot read: the request is fine and so is the store.
+UNREADABLE_STATUS = 422
 # Threads beyond the queue's and the workers' for questions that are only to be refused.
 SPARE_THREADS = 8
 
@@ -58,10 +74,12 @@ class ServeSettings:
     token: str | None
     # zh, en or auto for the sentences code writes; None: DIAGNOSIS_LANGUAGE.
     language: str | None = None
+    # The Host header values answered (see `accepted_hosts`); None: any (an app built in a test).
+    hosts: HostNames | None = None
 
     @classmethod
-    def from_env(cls, language: str | None = None) -> ServeSettings:
-        """ValueError naming the setting when one cannot be used."""
+    def from_env(cls, language: str | None = None, host: str = "127.0.0.1") -> ServeSettings:
+        """The settings of a server bound to `host`; ValueError naming the setting when one cannot be used."""
         alert_language(language)
         values = {}
         for name, default in DEFAULTS.items():
@@ -70,8 +88,71 @@ class ServeSettings:
                 raise ValueError(f"{name} must be a whole number of at least 1, got {raw[:40]!r}")
             values[name] = int(raw)
         return cls(queue=values["DIAGNOSIS_SERVE_QUEUE"], concurrency=values["DIAGNOSIS_SERVE_CONCURRENCY"],
-                   max_body=values["DIAGNOSIS_SERVE_MAX_BODY"], token=os.environ.get(TOKEN) or None,
-                   language=language)
+                   max_body=values["DIAGNOSIS_SERVE_MAX_BODY"], token=_token(os.environ.get(TOKEN)),
+                   language=language, hosts=accepted_hosts(host, os.environ.get(HOSTS, "")))
+
+
+def _token(raw: str | None) -> str | None:
+    """The bearer token as set; a value no Authorization header can carry as it is (blank, with a
+    space or a newline, not ASCII) would refuse every client, so it is a ValueError."""
+    if raw is None or raw == "":
+        return None
+    if not BEARER_TOKEN.fullmatch(raw):
+        raise ValueError(f"{TOKEN} must be a bearer token as a header carries it (letters, digits and - . _ ~ + / , "
+                         "then = at most at the end), without spaces or newlines; the one set "
+                         f"({len(raw)} characters) cannot be sent by any client")
+    return raw
+
+
+@dataclass(frozen=True)
+class HostNames:
+    """The Host header values a server answers: `names`, and any IP address when `addresses`."""
+
+    names: frozenset[str]
+    addresses: bool = False
+
+    def allow(self, host: str) -> bool:
+        if "*" in self.names or host in self.names:
+            return True
+        return self.addresses and _is_address(host)
+
+
+def _is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True
+
+
+def accepted_hosts(bound: str, named: str = "") -> HostNames:
+    """The names a server bound to `bound` answers as: that address or name (a loopback address also
+    as localhost, and localhost as both loopback addresses), plus the comma-separated `named` ones
+    (DIAGNOSIS_SERVE_HOSTS; `*` for any). Bound to every address (0.0.0.0, ::), it answers any IP
+    address and this machine's name: a DNS rebinding attack needs a name, and an IP address cannot
+    be rebound."""
+    host = bound.strip().strip("[]").lower()
+    names = {host} | {n.strip().lower().rstrip(".") for n in named.split(",") if n.strip()}
+    addresses = False
+    if host == "localhost":
+        names |= {"127.0.0.1", "::1"}
+    elif _is_address(host):
+        address = ipaddress.ip_address(host)
+        if address.is_loopback:
+            names.add("localhost")
+        if address.is_unspecified:
+            addresses = True
+            names |= {"localhost", socket.gethostname().lower(), socket.getfqdn().lower()}
+    return HostNames(names=frozenset(names), addresses=addresses)
+
+
+def host_of(header: bytes) -> str:
+    """The host of a Host header, without its port, lower case; an IPv6 address without brackets."""
+    value = header.decode("latin-1").strip().lower()
+    if value.startswith("["):
+        return value[1:value.find("]")] if "]" in value else value
+    name, _, port = value.rpartition(":")
+    return (name if name and port.isdigit() else value).rstrip(".")
 
 
 class DiagnoseRequest(BaseModel):
@@ -105,9 +186,15 @@ class SessionSummary(BaseModel):
     created_at: datetime | None
 
 
+class UnreadableSession(BaseModel):
+    session_id: str
+    reason: str
+
+
 class SessionList(BaseModel):
     sessions: list[SessionSummary]
-    unreadable: list[str] = []
+    # Rows whose stored record this version cannot read, each by its id.
+    unreadable: list[UnreadableSession] = []
 
 
 class SessionDetail(BaseModel):
@@ -151,6 +238,25 @@ class BearerToken:
                 detail = "a bearer token is required (Authorization: Bearer <DIAGNOSIS_API_TOKEN>)"
                 refused = JSONResponse({"detail": detail}, 401, headers={"WWW-Authenticate": "Bearer"})
                 return await refused(scope, receive, send)
+        return await self.app(scope, receive, send)
+
+
+class HostCheck:
+    """ASGI middleware: a request whose Host header is not one the server answers as is refused (421),
+    /healthz included: a page on another origin that rebinds its DNS name to this machine sends its
+    own name, and reads nothing."""
+
+    def __init__(self, app, hosts: HostNames):
+        self.app, self.hosts = app, hosts
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] == "http":
+            header = dict(scope["headers"]).get(b"host")
+            if header is None or not self.hosts.allow(host_of(header)):
+                shown = "no Host header" if header is None else f"Host {header.decode('latin-1')[:80]!r}"
+                detail = (f"{shown} is not a name this server answers as; name it in {HOSTS} "
+                          "(comma-separated) to accept it")
+                return await JSONResponse({"detail": detail}, 421)(scope, receive, send)
         return await self.app(scope, receive, send)
 
 
@@ -220,6 +326,8 @@ def create_app(store: AuditStore, lm: dspy.BaseLM, settings: ServeSettings) -> F
     app.add_middleware(BodyLimit, limit=settings.max_body)
     if settings.token is not None:
         app.add_middleware(BearerToken, token=settings.token)
+    if settings.hosts is not None:
+        app.add_middleware(HostCheck, hosts=settings.hosts)
     app.add_exception_handler(QueueFull, _unavailable)
     app.add_exception_handler(AuditStoreError, _unavailable)
     app.add_exception_handler(RequestValidationError, _invalid)
@@ -265,12 +373,17 @@ def _routes() -> APIRouter:
     def sessions(request: Request, limit: int = Query(20, ge=1, le=MAX_LISTED)) -> SessionList:
         good, bad = request.app.state.store.list_sessions(limit=limit)
         return SessionList(sessions=[SessionSummary(**r.model_dump(include=set(SessionSummary.model_fields)))
-                                     for r in good], unreadable=bad)
+                                     for r in good],
+                           unreadable=[UnreadableSession(session_id=b.session_id, reason=str(b)) for b in bad])
 
     @router.get("/v1/sessions/{session_id}")
     def session(session_id: str, request: Request) -> SessionDetail:
         store = request.app.state.store
-        record = store.get_session(session_id)
+        try:
+            record = store.get_session(session_id)
+        except UnreadableRecord as exc:
+            # This one record, not the store: the store answers every other request.
+            raise HTTPException(UNREADABLE_STATUS, str(exc)) from None
         if record is None:
             raise HTTPException(404, f"unknown session {session_id[:80]!r}")
         return SessionDetail(session=record, invocations=store.list_invocations(session_id))
@@ -302,12 +415,55 @@ def _accept(payload: WebhookPayload, workers: Workers, language: Language) -> We
     return WebhookAnswer(accepted=accepted, refused=refused, resolved=resolved)
 
 
+class HeaderDeadline(H11Protocol):
+    """uvicorn's h11 protocol with a deadline for each request's line and headers: uvicorn itself
+    waits for them for ever, so a client that sends half a request line and then nothing would hold
+    its connection as long as it liked. The deadline starts when the connection opens, and again
+    when a request after the first begins; a request whose head is in is the app's to time."""
+
+    _deadline: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport) -> None:
+        super().connection_made(transport)
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        if self.cycle is None or self.cycle.response_complete:
+            self._arm()
+        super().data_received(data)
+        if self.cycle is not None and not self.cycle.response_complete:
+            self._disarm()
+
+    def connection_lost(self, exc) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        if self._deadline is None:
+            self._deadline = self.loop.call_later(HEADER_TIMEOUT, self._expired)
+
+    def _disarm(self) -> None:
+        if self._deadline is not None:
+            self._deadline.cancel()
+            self._deadline = None
+
+    def _expired(self) -> None:
+        self._deadline = None
+        if not self.transport.is_closing():
+            self.transport.close()
+
+
 def serve(store: AuditStore, lm: dspy.BaseLM, settings: ServeSettings, host: str, port: int) -> None:
     import uvicorn
     from uvicorn.config import LOGGING_CONFIG
 
-    # The workers' lines (what ran, what failed) beside uvicorn's own, in its format.
+    # The workers' lines (what ran, what failed) beside uvicorn's own, in its format; every line
+    # printable (program.entry.terminal): a request or an error may carry terminal controls.
     logging = copy.deepcopy(LOGGING_CONFIG)
     logging["loggers"]["program.entry"] = {"handlers": ["default"], "level": "INFO", "propagate": False}
-    uvicorn.run(create_app(store, lm, settings), host=host, port=port, log_config=logging)
+    logging["filters"] = {"printable": {"()": PrintableRecords}}
+    for handler in logging["handlers"].values():
+        handler["filters"] = ["printable"]
+    uvicorn.run(create_app(store, lm, settings), host=host, port=port, log_config=logging, http=HeaderDeadline,
+                timeout_keep_alive=KEEP_ALIVE_TIMEOUT, limit_concurrency=MAX_CONNECTIONS)
 

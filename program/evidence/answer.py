@@ -3,8 +3,9 @@
 The composer LM writes the answer; code then checks it. Raw JSON or paths, a whole tool-output
 dump, a blocked claim, an excluded topic, an echoed injection, a sentence that negates a verified
 claim or asserts a state its evidence does not report, a number, name or identifier that no
-verified claim or cited clause contains, bidirectional controls, or an answer past the length cap
-makes code replace it with an answer built only from verified claims.
+verified claim or cited clause contains, a clause that no verified claim grounds (an added cause, a
+fix, a restated missing_info), bidirectional controls, or an answer past the length cap makes code
+replace it with an answer built only from verified claims.
 
 Every sentence of the deterministic answer is code's: the verdict, the verified claims (checked
 claim by claim) with the whole clauses they cite, the searches that found nothing, the lookups
@@ -15,16 +16,26 @@ record and out of this answer (the composer may read it; its answer is scanned l
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
-from program.evidence.characters import bidi_controls
+from program.evidence.characters import bidi_controls, negation_word
 from program.evidence.injection import addresses_the_model, restated_instruction
-from program.evidence.language import say, verdict_text
+from program.evidence.language import TEXT, no_hit_sentence, say, verdict_text
 from program.evidence.matching import canonical
 from program.evidence.relevance import unnamed_topics
 from program.evidence.scope import mentions
-from program.evidence.statements import misbound_numbers, negated, sentences, state_conflicts, ungrounded_numbers
+from program.evidence.statements import (
+    CLAUSE_END,
+    NEGATION,
+    misbound_numbers,
+    outside_state_denials,
+    sentences,
+    state_conflicts,
+    ungrounded_numbers,
+)
 from program.evidence.verdict import IDENTIFIER, CitedRef
 from signatures.contracts import RAW_PATH_IN_TEXT, Claim, Language, Verdict
+from tools.search import read_line, read_query
 
 RAW_JSON = re.compile(r"[{\[]\s*\"[^\"]+\"\s*:|\"(?:claim_id|evidence_bindings|source_invocation_id|raw_path)\"")
 # Any locator of any tool's output: an answer is for a person, who has no use for one.
@@ -32,11 +43,43 @@ RAW_PATH = re.compile(RAW_PATH_IN_TEXT)
 NO_EVIDENCE_PHRASES = ("未检索到", "未找到", "没有找到", "无真实证据", "no real evidence", "no evidence", "not found")
 DUMP_CHARS = 100
 MAX_POSSIBLE_MATCHES = 5
+MAX_FOUND = 5
 MAX_UNREAD_PLACES = 3
 MAX_ANSWER_CHARS = 800
 # Hedges about what is NOT confirmed are how an honest answer talks about hypotheses.
 HEDGE = re.compile(r"未确认|尚未确认|无法确认|不能确认|不确定|未经证实|not (?:yet )?confirmed|cannot confirm|unconfirmed",
                    re.IGNORECASE)
+
+
+# A clause of a composed answer is grounded when at least this share of its concepts (tools.search:
+# the catalog's synonym groups and names, other words by form) occur in the verified claims and the
+# clauses they cite. A paraphrase keeps most of its words; an added cause ("原因是上周的发布引入了
+# 缓存泄漏", "请回滚") keeps none. Its polarity ("No, …") is not a concept: a sentence that negates a
+# verified claim is caught by `contradicting_sentences`.
+GROUNDED_SHARE = 0.5
+PLACEHOLDER = re.compile(r"\{\w+\}")
+# Code's own sentences, clause by clause: a composed answer may repeat them.
+CODE_CLAUSES = frozenset(canonical(clause).text for table in TEXT.values() for sentence in table.values()
+                         for piece in PLACEHOLDER.split(sentence) for clause in CLAUSE_END.split(piece)
+                         if clause.strip())
+
+
+def ungrounded_clauses(answer: str, verified: list[Claim], cited: dict[str, list[CitedRef]],
+                       names: tuple[str, ...] = (), topics: list[tuple[str, ...]] = ()) -> list[str]:
+    """The clauses of a composed answer that no verified claim grounds: fewer than GROUNDED_SHARE of
+    their concepts occur in the verified claims and their evidence, and they are not code's own."""
+    grounding = read_line(" ".join(f"{c.claim_text} {' '.join(contexts(c, cited))}" for c in verified))
+    synonyms = {str(n): group for n, group in enumerate(topics)}
+    found = []
+    for clause in CLAUSE_END.split(answer):
+        if not clause.strip() or canonical(clause).text in CODE_CLAUSES:
+            continue
+        query = read_query(clause, synonyms, names)
+        query = replace(query, words=tuple(w for w in query.words if not negation_word(w)))
+        groups, hits = grounding.matched(query)
+        if query.concepts and groups + hits < GROUNDED_SHARE * query.concepts:
+            found.append(clause.strip())
+    return found
 
 
 def contexts(claim: Claim, cited: dict[str, list[CitedRef]]) -> list[str]:
@@ -61,8 +104,9 @@ def contradicting_sentences(answer: str, verified: list[Claim], names: tuple[str
     found = []
     for sentence in sentences(answer):
         unhedged = HEDGE.sub(" ", sentence)
-        if (subjects and mentions(sentence, subjects) and negated(unhedged)) or state_conflicts(unhedged, states, evidence,
-                                                                                                names):
+        # A denied state ("该告警没有在触发") is checked against the alert's state, not read as a negation of the claim.
+        denies = outside_state_denials(NEGATION, unhedged, names)
+        if (subjects and mentions(sentence, subjects) and denies) or state_conflicts(unhedged, states, evidence, names):
             found.append(sentence.strip())
     return found
 
@@ -103,6 +147,8 @@ def scan_answer(
         reasons.append(f"the answer negates a verified claim or its evidence: {contradiction[0]!r}")
     if ungrounded := ungrounded_tokens(text, verified, names, cited):
         reasons.append(f"the answer states {', '.join(ungrounded[:5])}, which no verified claim or excerpt contains")
+    if unsupported := ungrounded_clauses(text, verified, cited, names, topics):
+        reasons.append(f"the answer says {unsupported[0]!r}, which no verified claim or its evidence grounds")
     evidence = [clause for c in verified for clause in contexts(c, cited)]
     if misbound := misbound_numbers(text, evidence):
         reasons.append(f"the answer gives {misbound[0]}: a number said of another quantity")
@@ -139,39 +185,27 @@ def deterministic_answer(verdict: Verdict, verified: list[Claim], failed_rules: 
                          cited: dict[str, list[CitedRef]] | None = None, excluded_terms: tuple[str, ...] = (),
                          language: Language = "zh", possible_matches: list[str] | tuple[str, ...] = (),
                          failed_calls: list[str] | tuple[str, ...] = (),
-                         unread: list[tuple[str, tuple[str, ...]]] | tuple = ()) -> str:
+                         unread: list[tuple[str, tuple[str, ...]]] | tuple = (),
+                         found: list[str] | tuple[str, ...] = ()) -> str:
     """The answer code can always give. A verified claim is shown with the whole clauses it cites
     (`cited`: claim id -> what its passing bindings point at). A verified negative observation is
-    stated as the searches that found nothing, never in the LM's words, nor with the tool's own
-    no-hit message, which lists the catalog (and so may name what the user excluded): a no-hit
-    supports only "nothing matched". `failed_calls` are the lookups that failed, `unread` the searches
-    that found nothing without reading every line in their scope, each with what went unread. Written
-    in `language`."""
+    stated as what its searches verified ("db-01 has no HostOutOfMemory alert (the lookup found
+    none)"), built from the calls' arguments, never in the LM's words, nor with the tool's own no-hit
+    message, which lists the catalog (and so may name what the user excluded): a no-hit supports only
+    "nothing matched". When nothing was verified, `found` are the refs the lookups returned (the ones
+    the claims cited first), shown as found and not verified; "nothing was found" is said only when
+    there are none. `failed_calls` are the lookups that failed, `unread` the searches that found
+    nothing without reading every line in their scope, each with what went unread. Written in `language`."""
     cited = cited or {}
     lines = [verdict_text(language, verdict)]
     in_scope = [c for c in verified if not mentions(fact_line(c, cited), excluded_terms)]
     if len(in_scope) < len(verified):
         lines.append(say(language, "excluded_note"))
+    lines += _verified_lines(in_scope, cited, excluded_terms, language)
     # "Nothing could be verified" is said only when nothing was: a finding hidden because it names
     # an excluded topic was still verified, and saying otherwise would contradict the verdict.
-    anything_verified = bool(verified)
-    verified = in_scope
-    positives = [c for c in verified if c.claim_type != "negative_observation"]
-    negatives = [c for c in verified if c.claim_type == "negative_observation"]
-    if positives:
-        lines.append(say(language, "verified"))
-        for claim in positives:
-            excerpts = say(language, "excerpt_join").join(contexts(claim, cited)[:3])
-            lines.append(say(language, "verified_line", claim=claim.claim_text, excerpts=excerpts))
-    for claim in negatives:
-        searches = [ref.searched for ref in cited.get(claim.claim_id, []) if ref.no_hit] or [claim.claim_text]
-        lines.extend(say(language, "no_hit_line", search=search) for search in searches
-                     if not mentions(search, excluded_terms))
-    if not anything_verified:
-        # The question itself is not repeated: it may name topics the user excluded.
-        lines.append(say(language, "nothing"))
-        if failed_rules:
-            lines.append(say(language, "reason", rules=", ".join(failed_rules)))
+    if not verified:
+        lines += _unverified_lines(found, possible_matches, failed_rules, excluded_terms, language)
     shown = [line for line in possible_matches if not mentions(line, excluded_terms)][:MAX_POSSIBLE_MATCHES]
     if shown:
         lines.append(say(language, "possible_matches"))
@@ -186,6 +220,43 @@ def deterministic_answer(verdict: Verdict, verified: list[Claim], failed_rules: 
         lines.extend(say(language, "unread_line", search=search, places=shown_places(places))
                      for search, places in incomplete)
     return "\n".join(lines)
+
+
+def _verified_lines(verified: list[Claim], cited: dict[str, list[CitedRef]], excluded_terms: tuple[str, ...],
+                    language: Language) -> list[str]:
+    """The verified claims with the clauses they cite, then what each verified negative's searches verified."""
+    lines = []
+    for claim in verified:
+        if claim.claim_type != "negative_observation":
+            excerpts = say(language, "excerpt_join").join(contexts(claim, cited)[:3])
+            lines.append(say(language, "verified_line", claim=claim.claim_text, excerpts=excerpts))
+    for claim in verified:
+        if claim.claim_type == "negative_observation":
+            lines += [line for ref in cited.get(claim.claim_id, []) if ref.no_hit
+                      if not mentions(line := _negative_line(ref, language), excluded_terms)]
+    return [say(language, "verified"), *lines] if lines else []
+
+
+def _negative_line(ref: CitedRef, language: Language) -> str:
+    sentence = no_hit_sentence(language, ref.items, ref.arguments)
+    return say(language, "negative_line", sentence=sentence) if sentence else say(language, "no_hit_line",
+                                                                                   search=ref.searched)
+
+
+def _unverified_lines(found, possible_matches, failed_rules: list[str], excluded_terms: tuple[str, ...],
+                      language: Language) -> list[str]:
+    """What an answer that verified nothing says of the evidence: what the lookups found, not verified,
+    or that they found nothing; and which rules failed."""
+    shown = [line for line in dict.fromkeys(found) if line not in possible_matches
+             and not mentions(line, excluded_terms)][:MAX_FOUND]
+    if shown:
+        lines = [say(language, "found_unverified"), *(f"- {line}" for line in shown)]
+    else:
+        # The question itself is not repeated: it may name topics the user excluded.
+        lines = [say(language, "found_none_shown" if found or possible_matches else "nothing")]
+    if failed_rules:
+        lines.append(say(language, "reason", rules=", ".join(failed_rules)))
+    return lines
 
 
 def shown_places(places: tuple[str, ...]) -> str:

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import unicodedata
 
-from tools.folding import nfkc
+from tools.folding import ZERO_WIDTH, nfkc  # noqa: F401 (ZERO_WIDTH is read from here too)
 
-ZERO_WIDTH = frozenset("\u200b\u200c\u200d\u2060\ufeff\u00ad\u180e")
+# ZERO_WIDTH (characters no reader sees) is defined with the folding that drops them from searches.
 DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d")
 # They reorder what a reader sees ("current=\u202e91\u202c%" displays as "19%").
 BIDI_CONTROLS = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")

@@ -1,5 +1,6 @@
 """The checks that follow citation, as one function: the hook (backfill, trace summary, gatekeeper)
-and the code checks that decide whether a claim could still be verified.
+and the code checks that decide whether a claim could still be verified; and what they make of an
+attempt as an assertion: its reward, and what a new attempt is told in the checks' own words.
 
 The pipeline calls it after every executor attempt, and the devset metric calls it on every
 candidate's output, so what the optimizer is scored on is what a diagnosis is judged by.
@@ -8,7 +9,7 @@ candidate's output, so what the optimizer is scored on is what a diagnosis is ju
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 from program.evidence.hook import VerifierInputHook
@@ -74,3 +75,63 @@ def check_citations(store, *, session_id: str, question: str, output: ExecutorOu
     cited = cited_refs(gate, invocations, toolbox)
     return Checked(verifier_input=verifier_input, cited=cited,
                    blockers=claim_blockers(claims, cited, target, excluded_terms, names, topics))
+
+
+# What a new attempt can fix by what a claim says or cites, so the executor is told and asked once
+# more. Left out, and why: verdict.unread_search (no wording proves an absence the search did not
+# read for, and what went unread is on no menu); verdict.bidi_control and verdict.restated_instruction
+# (hostile text: a retry would give it a second try, and telling why would quote it back); a
+# gatekeeper low_confid (a citation with a part missing), as before.
+REVISABLE = frozenset({
+    "verdict.state_conflict", "verdict.absence_on_hit", "verdict.no_hit_positive", "verdict.ungrounded_number",
+    "verdict.misbound_number", "verdict.off_topic", "verdict.ungrounded_name", "verdict.ungrounded_topic",
+    "verdict.excluded_topic", "verdict.runbook_only", "verdict.backfill_only", "verdict.second_look"})
+SEVERITY_RANK = {"none": 2, "low_confid": 1, "reject": 0}
+
+
+@dataclass
+class Review:
+    """What the checks made of one executor attempt, as dspy.Refine's reward function would: a
+    score, and the feedback a new attempt gets, here the checks' own findings (`retry`, None when
+    code blocked nothing a new attempt could fix). `invocations` are the session's calls as a new
+    attempt would see them, the calls the checks made themselves (`new_calls`, a second look)
+    included; `possible_matches`, the lines a second look found."""
+
+    checked: Checked
+    retry: RetryContext | None = None
+    invocations: list[ToolInvocation] = field(default_factory=list)
+    new_calls: list[int] = field(default_factory=list)
+    possible_matches: list[str] = field(default_factory=list)
+    # Labels a new attempt is not offered: the no-hits whose "nothing found" a second look contradicted.
+    withheld: tuple[str, ...] = ()
+
+    @property
+    def score(self) -> tuple[int, int]:
+        """Higher is better: the gatekeeper's severity first, then how many claims code lets the verifier judge."""
+        return SEVERITY_RANK.get(self.checked.gate.severity, 0), len(self.checked.verifiable)
+
+
+def retry_context(checked: Checked, attempt: int) -> RetryContext | None:
+    """What a new attempt is told: the gatekeeper's findings after a reject, and every finding of a
+    code check a new attempt can fix (REVISABLE); None when there is nothing to tell."""
+    gate = checked.gate
+    findings = list(gate.errors) if gate.severity == "reject" else []
+    findings += [f for found in checked.blockers.values() for f in found if f.rule in REVISABLE]
+    if not findings:
+        return None
+    return RetryContext(attempt=attempt, failed_rules=list(dict.fromkeys(f.rule for f in findings)), errors=findings)
+
+
+def retry_text(context: RetryContext, claims: list[Claim], new_calls: list[int] = ()) -> str:
+    """The retry context as the executor reads it: each refused claim as it was written, and why, in
+    the checks' words; and the calls the checks made since, whose refs are now on the menu."""
+    texts = {c.claim_id: f"{c.claim_type} {c.claim_text!r}" for c in claims}
+    lines = [f"Code refused parts of attempt {context.attempt}. Write the claims again so that each says only "
+             "what the labels it cites show; leave out what no label shows."]
+    for finding in context.errors:
+        claim = f"{finding.claim_id} {texts.get(finding.claim_id, '')}".strip() if finding.claim_id else "the output"
+        lines.append(f"- {claim}: {finding.rule}: {finding.message}")
+    if new_calls:
+        lines.append(f"Code searched again since: {', '.join(f'#{n}' for n in new_calls)} in the observations; "
+                     "cite what it found if it answers the question.")
+    return "\n".join(lines)

@@ -40,11 +40,13 @@ class Menu:
     """Every citation of a session, by label, in the order the observations show them. `offered`
     are the labels a constrained LM may choose: a clause the gatekeeper would not accept as an
     excerpt of its ref (too short to say anything, or cut after a negation) is not offered, but a
-    free LM that names it gets its binding, and the gatekeeper's verdict on it."""
+    free LM that names it gets its binding, and the gatekeeper's verdict on it. Nor are `withheld`
+    labels: on a retry's menu, the no-hits whose "nothing found" a second look contradicted."""
 
-    def __init__(self, invocations: Iterable[ToolInvocation]):
+    def __init__(self, invocations: Iterable[ToolInvocation], withheld: Iterable[str] = ()):
         self.citations: dict[str, Citation] = {}
         self.offered: list[str] = []
+        self.withheld = frozenset(withheld)
         for inv in invocations:
             details = inv.retrieval_details
             for ref in details.evidence_refs:
@@ -59,7 +61,7 @@ class Menu:
     def _add(self, citation: Citation, *, offer: bool = True) -> None:
         if citation.label not in self.citations:
             self.citations[citation.label] = citation
-            if offer:
+            if offer and citation.label not in self.withheld:
                 self.offered.append(citation.label)
 
     @property

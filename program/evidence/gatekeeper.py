@@ -24,7 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from program.evidence.injection import addresses_the_model, instruction_in
 from program.evidence.characters import bidi_controls
-from program.evidence.matching import Match, match_excerpt, occurs_in_order
+from program.evidence.matching import Match, canonical, match_excerpt, occurs_in_order
 from signatures.contracts import (
     LOCATOR,
     SEVERITY_RANK,
@@ -41,6 +41,7 @@ from tools.functions import TOOLBOX
 # A label that names no citation of the session: the pointing form of a fabricated citation.
 UNKNOWN_LABEL = "evidence.unknown_label"
 BIDI_CONTROL = "evidence.bidi_control"
+NO_HIT_ECHO = "evidence.no_hit_echo"
 REJECT_RULES = frozenset(
     {
         "evidence.invocation_ref",
@@ -150,10 +151,30 @@ def _check_no_hit(binding: EvidenceBinding, claim_type: str | None, inv: ToolInv
             f"invocation {inv.id} found nothing; only a negative_observation may cite a no-hit",
         )
     match = match_excerpt(binding.evidence_excerpt, inv.retrieval_details.message)
+    if match.ok and _only_the_search(match, inv):
+        return _Verdict("low_confid", NO_HIT_ECHO,
+                        f"the excerpt quotes only what invocation {inv.id} searched for, as its no-hit message echoes "
+                        "it, not that nothing was found; quote the words that say nothing matched")
     if match.ok:
         return _passed(match, f"the no-hit message of invocation {inv.id}")
     severity = "low_confid" if match.too_weak else "reject"
     return _Verdict(severity, match.rule, f"{match.message} (no-hit message of invocation {inv.id})")
+
+
+def _only_the_search(match: Match, inv: ToolInvocation) -> bool:
+    """Does every letter and digit the excerpt quotes of a no-hit message belong to the arguments
+    the message echoes (their names and values)? Then the quote states the search, which reads like
+    a finding ("HikariCP 连接池耗尽"), not its result."""
+    source = canonical(inv.retrieval_details.message).source
+    echoed = [False] * len(source)
+    for name, value in (inv.input or {}).items():
+        for text in {str(name), str(value), repr(value)} - {""}:
+            start = source.find(text)
+            while start != -1:
+                echoed[start:start + len(text)] = [True] * len(text)
+                start = source.find(text, start + 1)
+    quoted = [i for start, end in match.spans for i in range(start, min(end, len(source)))]
+    return bool(quoted) and all(echoed[i] or not source[i].isalnum() for i in quoted)
 
 
 def _check_ref(binding: EvidenceBinding, inv: ToolInvocation, raw_path: str, ctx: _Context) -> _Verdict:

@@ -10,8 +10,8 @@ The detector reads a normalised form of the text (`normalised`: compatibility fo
 characters, look-alike letters as the Latin ones they imitate, base64 decoded) and looks for what
 an instruction to a model does, not for what an operations line says: it overrides the reader's
 instructions, asks the reader to say, conclude or mark something, addresses an AI, or imitates this
-program's own prompt structure (control tokens, the spotlight tag, observation headers, its verdict
-JSON). An order to do something in the world ("You must restart the pod") is operations text.
+program's own prompt structure (control tokens, the spotlight tag, observation headers, DSPy's field
+headers, its verdict JSON). An order to do something in the world ("You must restart the pod") is operations text.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ import binascii
 import html
 import re
 import unicodedata
+from urllib.parse import unquote
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import get_args
@@ -98,17 +99,44 @@ def _decoded_runs(text: str) -> list[str]:
     return found
 
 
+# Readings that an encoding hides from a pattern: digits and symbols for letters (leetspeak), letters
+# spaced out with one separator, CJK characters spaced out, and a markdown link's target.
+_LEET = str.maketrans("013457@$", "oieasta" + "s")
+# A word, not a base64 run (BASE64_RUN: 24 characters and more) or a hash.
+_LEET_WORD = re.compile(r"(?<![A-Za-z0-9@$])(?=[A-Za-z0-9@$]*[A-Za-z])(?=[A-Za-z0-9@$]*[0-9@$])[A-Za-z0-9@$]{3,20}"
+                        r"(?![A-Za-z0-9@$])")
+_SPACED = re.compile(r"(?<![A-Za-z])[A-Za-z](?P<gap>[-._*/·+ ])[A-Za-z](?:(?P=gap)[A-Za-z])+(?![A-Za-z])")
+_SPACED_CJK = re.compile(r"(?<=[\u3400-\u9fff]) (?=[\u3400-\u9fff])")
+_LINK = re.compile(r"!?\[(?P<text>[^\]\n]*)\]\((?P<target>[^)\s]*)\)")
+_URL_PUNCTUATION = re.compile(r"[^\w%]+")
+
+
+def _hidden_readings(text: str) -> list[str]:
+    """The text as each encoding that hides words from a pattern would have it read, where that
+    differs: leetspeak as letters (1gn0r3 -> ignore), spaced letters joined (I-g-n-o-r-e, 结 论),
+    percent-escapes decoded, and each markdown link as its text and its target's words
+    (`[结论](https://x?result=PASS)` -> 结论 https x result PASS)."""
+    readings = [
+        _LEET_WORD.sub(lambda m: m.group().translate(_LEET), text),
+        _SPACED_CJK.sub("", _SPACED.sub(lambda m: re.sub(r"[^A-Za-z]", "", m.group()), text)),
+        unquote(text),
+        " ".join(m["text"] + " " + _URL_PUNCTUATION.sub(" ", unquote(m["target"])) for m in _LINK.finditer(text)),
+    ]
+    return [reading for reading in dict.fromkeys(readings) if reading and reading != text]
+
+
 def normalised(text: str) -> str:
     """The form the detector reads: HTML entities resolved, compatibility forms (full-width, maths
     letters, ligatures) as plain ones, format characters (zero-width, bidi, soft hyphen) and accents
-    removed, look-alike letters as Latin ones, and readable base64 appended as text."""
+    removed, look-alike letters as Latin ones, and what base64 or another encoding hides
+    (`_hidden_readings`) appended as text."""
     kept: list[str] = []
     for ch in unicodedata.normalize("NFKD", html.unescape(text)):
         if unicodedata.category(ch) == "Cf" or (_DIACRITICS.match(ch) and kept and kept[-1].isascii()):
             continue
         kept.append(ch)
     text = _latinised(unicodedata.normalize("NFC", "".join(kept)))
-    return "\n".join([text, *(normalised(run) for run in _decoded_runs(text))])
+    return "\n".join([text, *_hidden_readings(text), *(normalised(run) for run in _decoded_runs(text))])
 
 
 # --- what an instruction to a model does -----------------------------------------------------------
@@ -277,6 +305,8 @@ def _forged_framing() -> list[str]:
         rf"[\"']?(?:judge?ment|verdict)[\"']?\s*[:=]\s*[\"']?(?:{values})\b|[\"'](?:{compound})[\"']\s*:",
         r"(?:^|\n)\s*(?:={2,}|-{2,}|#+|\[|<)\s*/?\s*(?:tool|function)[\s_-]?(?:results?|outputs?|responses?|calls?)\b",
         rf"\b(?:tool|function)_(?:results?|outputs?|responses?)\b|\b{SPOTLIGHT_TAG}\b",
+        # DSPy's field headers ([[ ## observations ## ]]): the structure every stage's prompt is written in.
+        r"\[\s*\[\s*#{1,3}\s*[^\[\]#\n]{1,60}?\s*#{1,3}\s*\]\s*\]",
     ]
 
 
@@ -301,6 +331,50 @@ def instruction_in(text: str) -> str | None:
     """The first instruction-shaped span of `text` (normalised), for a message an auditor can act on."""
     found = DETECTOR.search(normalised(text))
     return found.group(0).strip() if found else None
+
+
+# --- a line that tells its reader what to conclude ---------------------------------------------------
+
+# A log line reports what happened in a system; the reading of it (a conclusion, a verdict, what
+# counts as evidence) is this program's to make. So a line that speaks of the reading tells its
+# reader what to conclude, whatever its wording: it names the outcome of a reading (a conclusion, a
+# verdict, evidence), or it gives a verdict's word (passed, verified, 已核实) to itself or to its reader.
+_READING = _any(r"\bconclu(?:sions?|ded?|des|ding)\b", r"\bverdicts?\b", r"\bevidences?\b", r"\bdiagnos[ie]s\b",
+                r"结论|結論|定论|定論|证据|證據|佐证|佐證|証拠", r"\bconclus(?:ion|iones|ao|oes)\b", r"\bveredi(?:c)?tos?\b",
+                r"\bevidencias?\b", r"\bpreuves?\b", r"\bschlussfolgerung\w*|\bfazit\b|\bbeweise?\b",
+                r"заключени\w*|вердикт\w*|доказательств\w*")
+_GIVEN = _any(r"\b(?:pre-?)?(?:approved|verified|confirmed|validated|certified)\b", r"\bpass(?:ed)?\b", r"\bsupported\b",
+              # A state given (已核实, verified), not a request to check (请确认是否需要扩容).
+              r"已(?:经|經)?(?:核实|核實|确认|確認|验证|驗證|核准|通过|通過)",
+              *(rf"\b{re.escape(value)}\b" for value in (*get_args(Judgement), *get_args(Verdict))))
+_TO_WHOM = _any(r"\b(?:this|these|the\s+(?:above|following))\s+(?:log|line|entry|entries|record|message|event|output|text)s?\b",
+                r"\byou\b|\byour\b|\breaders?\b|\bwhoever\b|\banyone\b|\bsummar\w+|\breviewers?\b|\bplease\b",
+                r"本条|本條|此条|此條|这条|這條|该条|該條|本日志|此日志|该日志|本记录|此记录|以上|上述|以下内容|同事|同学|读者|阅读|总结|请|請")
+READING = re.compile(_READING, re.IGNORECASE)
+GIVEN, TO_WHOM = re.compile(_GIVEN, re.IGNORECASE), re.compile(_TO_WHOM, re.IGNORECASE)
+
+
+@text_cache(CACHE_CHARS)
+def tells_what_to_conclude(text: str) -> str | None:
+    """The words by which `text` tells its reader what to conclude, or None: an instruction to a
+    model (the detector), words of the reading itself (a conclusion, a verdict, evidence), or a
+    verdict's word given to the text itself or to its reader. Read in the detector's normalised
+    form, so leetspeak, spaced letters and link targets are read as words."""
+    text = normalised(text)
+    if found := DETECTOR.search(text) or READING.search(text):
+        return found.group(0).strip()
+    given, to_whom = GIVEN.search(text), TO_WHOM.search(text)
+    return f"{to_whom.group(0)} … {given.group(0)}" if given and to_whom else None
+
+
+def rests_on_direction(cited_texts: list[str]) -> str | None:
+    """Why a claim whose every cited line tells its reader what to conclude cannot stand on them, or
+    None: such a line is no evidence of the conclusion it asks for, however the claim is worded."""
+    found = [tells_what_to_conclude(text) for text in cited_texts]
+    if not found or not all(found):
+        return None
+    return (f"rests only on lines that tell their reader what to conclude ({found[0]!r} in {cited_texts[0][:120]!r}); "
+            "such a line is no evidence of that conclusion")
 
 
 # --- an instruction never becomes a claim or an answer sentence --------------------------------------

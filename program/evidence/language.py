@@ -27,7 +27,10 @@ TEXT: dict[Language, dict[str, str]] = {
         "verified_line": "- {claim}（依据：{excerpts}）",
         "excerpt_join": "；",
         "no_hit_line": "- 未检索到真实证据：{search}",
+        "negative_line": "- {sentence}",
         "nothing": "未检索到可以核实的真实证据，无法确认所问的情况。",
+        "found_unverified": "查询找到了证据，但没有一条结论通过核实，所以无法确认所问的情况。找到的证据如下（未核实）：",
+        "found_none_shown": "查询找到了证据，但没有一条结论通过核实，所以无法确认所问的情况。",
         "reason": "原因：证据引用核对未通过（{rules}）。",
         "failed_calls": "以下查询失败，不能作为任何证据：",
         "possible_matches": "但以下日志可能正是所问的内容（未核实，所以不能断定“未找到”）：",
@@ -46,7 +49,12 @@ TEXT: dict[Language, dict[str, str]] = {
         "verified_line": "- {claim} (evidence: {excerpts})",
         "excerpt_join": "; ",
         "no_hit_line": "- No real evidence found: {search}",
+        "negative_line": "- {sentence}",
         "nothing": "No real evidence that could be verified was found; what was asked cannot be confirmed.",
+        "found_unverified": "The lookups found evidence, but no conclusion drawn from it was verified, so what was asked "
+                            "cannot be confirmed. What they found (not verified):",
+        "found_none_shown": "The lookups found evidence, but no conclusion drawn from it was verified, so what was asked "
+                            "cannot be confirmed.",
         "reason": "Reason: the citations failed the check ({rules}).",
         "failed_calls": "These lookups failed and are evidence of nothing:",
         "possible_matches": "These log lines may be what was asked about (not verified, so \"nothing found\" cannot be stated):",
@@ -56,6 +64,46 @@ TEXT: dict[Language, dict[str, str]] = {
         "alert_question": "Only confirm whether {service} has the {alert} alert",
     },
 }
+
+
+# What a search that found nothing verified, as a sentence: by the output it searched (a tool
+# declaration's `items`) and the arguments it was called with. A call with an argument no template
+# names is said as the call itself ("no_hit_line"), so no sentence leaves out what was searched.
+NO_HIT: dict[Language, dict[tuple[str, frozenset[str]], str]] = {
+    "zh": {
+        ("alerts", frozenset({"service", "alert_name"})): "{service} 没有 {alert_name} 告警（查询未找到）",
+        ("alerts", frozenset({"service", "alert_name", "state"})): "{service} 没有状态为 {state} 的 {alert_name} 告警（查询未找到）",
+        ("alerts", frozenset({"service"})): "{service} 没有告警（查询未找到）",
+        ("alerts", frozenset({"service", "state"})): "{service} 没有状态为 {state} 的告警（查询未找到）",
+        ("alerts", frozenset({"alert_name"})): "没有任何服务有 {alert_name} 告警（查询未找到）",
+        ("logs", frozenset({"query", "service"})): "{service} 的日志中没有与“{query}”匹配的记录（检索未找到）",
+        ("logs", frozenset({"query", "service", "level"})): "{service} 的日志中没有与“{query}”匹配的 {level} 记录（检索未找到）",
+        ("logs", frozenset({"query"})): "日志中没有与“{query}”匹配的记录（检索未找到）",
+        ("evidence_blocks", frozenset({"query"})): "知识库中没有与“{query}”匹配的内容（检索未找到）",
+    },
+    "en": {
+        ("alerts", frozenset({"service", "alert_name"})): "{service} has no {alert_name} alert (the lookup found none)",
+        ("alerts", frozenset({"service", "alert_name", "state"})): "{service} has no {alert_name} alert in state {state} "
+                                                                   "(the lookup found none)",
+        ("alerts", frozenset({"service"})): "{service} has no alert (the lookup found none)",
+        ("alerts", frozenset({"service", "state"})): "{service} has no alert in state {state} (the lookup found none)",
+        ("alerts", frozenset({"alert_name"})): "No service has a {alert_name} alert (the lookup found none)",
+        ("logs", frozenset({"query", "service"})): "{service}'s logs have no line matching '{query}' (the search found none)",
+        ("logs", frozenset({"query", "service", "level"})): "{service}'s logs have no {level} line matching '{query}' "
+                                                            "(the search found none)",
+        ("logs", frozenset({"query"})): "No log line matches '{query}' (the search found none)",
+        ("evidence_blocks", frozenset({"query"})): "No runbook matches '{query}' (the lookup found none)",
+    },
+}
+# Arguments that only cap how many results come back: a search that found nothing found nothing whatever its cap.
+CAPS = frozenset({"limit", "top_k"})
+
+
+def no_hit_sentence(language: Language, items: str, arguments: tuple[tuple[str, object], ...]) -> str | None:
+    """What a verified search that found nothing says, or None when no template names every argument it was given."""
+    given = {name: value for name, value in arguments if value not in (None, "") and name not in CAPS}
+    template = NO_HIT[language].get((items, frozenset(given)))
+    return template.format(**{name: str(value) for name, value in given.items()}) if template else None
 
 
 def question_language(question: str) -> Language:

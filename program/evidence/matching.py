@@ -78,6 +78,8 @@ _WORD = r"[^\W\u2e80-\u9fff\uf900-\ufaff\u3000-\u303f]"
 GROUPING, JOINING = frozenset(",."), frozenset("'\u2019_")
 # Punctuation that ends a sentence or a field when a gap or the end follows it ("after 30s. Retrying").
 ENDING = frozenset(".!?:")
+# CJK text writes its punctuation full-width (：！？．), with the space of its ASCII form built in:
+# "排查：检查" is "排查: 检查", so such a mark ends a sentence or a field whatever follows it.
 EDGE_SEPARATORS = frozenset(",;\"'、。|`")
 CRITICAL = re.compile(rf"{_WORD}+(?:[.\-/:+]{_WORD}+)*%?|[未不无没非别勿否]")
 
@@ -205,6 +207,10 @@ def _gap(ch: str) -> bool:
                                or unicodedata.category(form) in ("Zs", "Zl", "Zp", "Cc", "Ps", "Pe", "Pi", "Pf"))
 
 
+def _spaced_ending(ch: str) -> bool:
+    return unicodedata.east_asian_width(ch) in "FW" and compatible_form(ch) in ENDING
+
+
 def _inside_token(source: str, position: int) -> bool:
     """Does `position` (between two characters of the ref) fall inside a token? A token is anything
     not broken by a gap: a word, a number with its sign, decimal point, digit groups and unit
@@ -222,6 +228,8 @@ def _inside_token(source: str, position: int) -> bool:
             return True
         if middle in JOINING and left.isalnum() and right.isalnum():
             return True
+    if _spaced_ending(before) or _spaced_ending(after):
+        return False
     if is_cjk(before) and is_cjk(after):
         start = position - 1
         while start > 0 and is_cjk(source[start - 1]):

@@ -5,6 +5,9 @@ real. This check, in code, keeps such a claim from making a run PASS.
 The question's target is read against the active catalog: the services it names and the topics
 (synonym groups, alert names) it names, outside the parts the user excluded. A claim is on topic
 when its text names a target service and a target topic, and every ref it cites concerns them too.
+A value the question quotes (an alert's label) is one name, matched whole (program.evidence.scope);
+one that names nothing the sources know is still what was asked about, so a claim must cite
+evidence that holds it whole: `order-service\\` is not order-service.
 """
 
 from __future__ import annotations
@@ -12,9 +15,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from program.evidence.scope import mentions, without_exclusions
+from program.evidence.scope import mentions, question_names, without_exclusions
 from tools.catalog import Catalog
-from tools.folding import fold, nfkc
+from tools.folding import fold, fold_label, nfkc
 from tools.recorder import COPIED_OBSERVATION
 
 
@@ -23,6 +26,7 @@ class Target:
     services: tuple[str, ...]
     topics: tuple[tuple[str, ...], ...]
     alerts: tuple[str, ...] = ()  # catalog alert names the question spells out
+    unknown: tuple[str, ...] = ()  # quoted values that name nothing the sources know
 
     def without(self, excluded_terms: tuple[str, ...]) -> Target:
         """The target less what the user excluded. An exclusion that would leave none of the
@@ -33,7 +37,8 @@ class Target:
         services = tuple(s for s in self.services if not mentions(s, excluded_terms))
         topics = tuple(g for g in self.topics if not any(mentions(t, excluded_terms) for t in g))
         alerts = tuple(a for a in self.alerts if not mentions(a, excluded_terms))
-        return Target(services=services or self.services, topics=topics or self.topics, alerts=alerts or self.alerts)
+        return Target(services=services or self.services, topics=topics or self.topics, alerts=alerts or self.alerts,
+                      unknown=self.unknown)
 
     def describe(self) -> str:
         topics = ", ".join(group[0] for group in self.topics)
@@ -61,20 +66,22 @@ def unknown_names(question: str, catalog: Catalog) -> tuple[str, ...]:
     the sources know only order-service): the tool-call grammar offers them beside the known names,
     so that it never makes the planner swap one name for another."""
     known = {name.casefold() for name in (*catalog.services, *catalog.alert_names)}
-    asked = without_exclusions(nfkc(question))
-    return tuple(dict.fromkeys(n for n in NAME_LIKE.findall(asked) if n.casefold() not in known))
+    named = question_names(question, catalog)
+    spelled = [n for n in NAME_LIKE.findall(named.own) if n.casefold() not in known]
+    # A quoted value that names nothing the sources know is asked about as it is written, whole.
+    return tuple(dict.fromkeys([*spelled, *named.unknown]))
 
 
 def question_target(question: str, catalog: Catalog) -> Target:
     """The services, topics and alerts a question asks about, leaving out what it says not to analyse.
     A question that names no service a source knows asks about the names it spells as services, so a
     claim about a known service with a similar name is not about what was asked."""
-    text = nfkc(question)
-    asked = without_exclusions(text)
-    services = tuple(s for s in catalog.services if mentions(asked, [s.casefold()]))
-    services = services or unknown_names(question, catalog)
-    alerts = tuple(a for a in catalog.alert_names if mentions(asked, [a.casefold()]))
-    return Target(services=services, topics=_named_topics(asked, catalog.topic_groups()), alerts=alerts)
+    named = question_names(question, catalog)
+    groups = catalog.topic_groups()
+    quoted = tuple(g for g in groups if set(g) & set(named.quoted_terms))
+    topics = tuple(dict.fromkeys(_named_topics(named.own, groups) + quoted))
+    services = named.services or tuple(n for n in unknown_names(question, catalog) if n not in named.unknown)
+    return Target(services=services, topics=topics, alerts=named.alerts, unknown=named.unknown)
 
 
 def _about(text: str, target: Target) -> str | None:
@@ -93,6 +100,10 @@ def off_topic(claim_text: str, cited_texts: list[str], target: Target) -> str | 
     missing = _about(claim_text, target)
     if missing:
         return f"the claim {missing}, which the question asks about"
+    for value in target.unknown:
+        if not any(fold_label(value) in fold_label(text) for text in cited_texts):
+            return (f"the question quotes {value!r}, which is no service, alert or topic the sources know, and no "
+                    "cited evidence holds it whole")
     # Every citation must be about the target service; one that also concerns the asked topic is
     # enough for the topic, so a weaker citation beside it does not sink a claim its strongest proves.
     services = [s.casefold() for s in target.services]

@@ -8,11 +8,12 @@ the result against this reading.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, field
 
 from tools.catalog import Catalog
-from tools.folding import fold, nfkc
+from tools.folding import fold, fold_label, nfkc
 
 NARROW_MARKERS = (
     "只确认", "只排查", "只看", "不要分析", "不要扩展", "只回答", "是否真实存在", "是否存在",
@@ -27,7 +28,8 @@ EXCLUSION = re.compile(
     re.IGNORECASE,
 )
 # A double-quoted span (JSON's quoting) is text the question quotes, such as an alert's label values:
-# words in it that read like an exclusion ("skip order-service") are data, not the asker's words.
+# data, not the asker's words. Words in it that read like an exclusion ("skip order-service") exclude
+# nothing, and it names a service, an alert or a topic only when its whole value is that name.
 QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
 SPLIT = re.compile(r"\s*(?:、|,|，|/|以及|或者|或|和|及|\band\b|\bor\b)\s*", re.IGNORECASE)
 ALIASES = {
@@ -36,6 +38,50 @@ ALIASES = {
     "oom": ("oom", "outofmemory", "out of memory", "内存溢出", "oomkilled"),
 }
 ORDER = re.compile(r"(?:订单|order)[\s#-]*(\d+)", re.IGNORECASE)
+
+
+def quoted_value(span: str) -> str:
+    """The value a quoted span holds: the JSON string it is, or its text between the quotes."""
+    try:
+        value = json.loads(span)
+    except ValueError:
+        return span[1:-1]
+    return value if isinstance(value, str) else span[1:-1]
+
+
+def own_words(text: str) -> str:
+    """`text` with every quoted span blanked out, character for character: what the asker wrote."""
+    return QUOTED.sub(lambda m: " " * len(m.group()), text)
+
+
+def quoted_values(text: str) -> list[str]:
+    return [quoted_value(m.group()) for m in QUOTED.finditer(text)]
+
+
+@dataclass(frozen=True)
+class Named:
+    """What a question names, by the catalog: the asker's own words are read for names, and each
+    quoted value is one name, matched whole, or it names nothing the sources know (`unknown`)."""
+
+    services: tuple[str, ...]
+    alerts: tuple[str, ...]
+    own: str  # the asked part of the question in the asker's words, quoted values blanked
+    quoted_terms: tuple[str, ...]  # quoted values that are whole terms of the catalog, folded
+    unknown: tuple[str, ...]  # quoted values that are no name, alert or term of the catalog
+
+
+def question_names(question: str, catalog: Catalog) -> Named:
+    """The services, alerts and terms the question asks about (outside its exclusion clauses)."""
+    asked = without_exclusions(nfkc(question))
+    own = own_words(asked)
+    values = [v for v in quoted_values(asked) if v.strip()]
+    terms = {t for group in catalog.topic_groups() for t in group if t}
+    whole = {fold_label(v) for v in values}
+    services = tuple(s for s in catalog.services if mentions(own, [s.casefold()]) or s.casefold() in whole)
+    alerts = tuple(a for a in catalog.alert_names if mentions(own, [a.casefold()]) or a.casefold() in whole)
+    known = {n.casefold() for n in (*catalog.services, *catalog.alert_names)} | terms
+    return Named(services=services, alerts=alerts, own=own, quoted_terms=tuple(sorted(whole & terms)),
+                 unknown=tuple(dict.fromkeys(v for v in values if fold_label(v) not in known)))
 
 
 def exclusion_clauses(text: str) -> list[re.Match]:
@@ -83,13 +129,18 @@ def read_scope(question: str, catalog: Catalog) -> Scope:
     """The one reading of a question's scope, from the question's own words: its narrow markers and
     its exclusion clauses. A planner's reading is not taken: a small planner copies topics from its
     demos, or lists the very service that was asked about."""
-    folded = fold(question)
+    folded = fold(own_words(nfkc(question)))
     narrow = any(marker in folded for marker in NARROW_MARKERS)
     topics: list[str] = []
     for match in exclusion_clauses(nfkc(question)):
-        topics.extend(t.strip() for t in SPLIT.split(match.group("topics")) if t.strip())
+        topics.extend(_unquoted(t.strip()) for t in SPLIT.split(match.group("topics")) if t.strip())
     topics = list(dict.fromkeys(topics))
     return Scope(narrow=narrow, excluded_topics=tuple(topics), excluded_terms=expand_terms(topics, catalog))
+
+
+def _unquoted(topic: str) -> str:
+    """An excluded topic the asker quoted whole is its value."""
+    return quoted_value(topic) if QUOTED.fullmatch(topic) else topic
 
 
 def mentions(text: str, terms: tuple[str, ...] | list[str]) -> list[str]:
@@ -110,9 +161,14 @@ def exclusion_candidates(question: str, catalog: Catalog) -> tuple[str, ...]:
     a service, an alert or a synonym term of the catalog, less those `with_proposed_exclusions`
     would refuse whatever the LM read (the question's only service, alert or topic). A small
     planner left free to write exclusions invents them (and loops); these are the ones it could mean."""
-    text = nfkc(question)
+    quoted = nfkc(question)
+    text = own_words(quoted)
     terms = [*catalog.services, *catalog.alert_names, *(t for g in catalog.synonyms.values() for t in g if len(t) >= 3)]
     found = {(m.start(), m.end()) for term in set(terms) for m in re.finditer(re.escape(term), text, flags=re.IGNORECASE)}
+    # A quoted value is a candidate only as a whole name.
+    whole = {t.casefold() for t in terms}
+    found |= {(m.start() + 1, m.end() - 1) for m in QUOTED.finditer(quoted) if fold(quoted_value(m.group())) in whole}
+    text = quoted
     # A name inside a longer one ("OOM" in "PodOOMKilled") is not a span of its own.
     kept = sorted(span for span in found if not any(o != span and o[0] <= span[0] and span[1] <= o[1] for o in found))
     spans = dict.fromkeys(text[start:end] for start, end in kept)
@@ -128,19 +184,19 @@ def with_proposed_exclusions(scope: Scope, proposed: list[str], question: str, c
     "除了 X 之外"), so the planner proposes them; code accepts a proposal only when it is the
     question's own words and leaves the question something to ask about: never one of the `targets`
     the same LM read, and never the only service, alert or topic the question names."""
-    folded = fold(question)
-    asked = fold(without_exclusions(nfkc(question)))
-    named = {
-        "service": [s.casefold() for s in catalog.services if mentions(asked, [s.casefold()])],
-        "alert": [a.casefold() for a in catalog.alert_names if mentions(asked, [a.casefold()])],
-    }
-    groups = [g for g in catalog.topic_groups() if mentions(asked, list(g))]
+    text = nfkc(question)
+    # The asker's own words, and the values they quote whole.
+    folded = fold(own_words(text))
+    whole = {fold(v) for v in quoted_values(text)}
+    asked = question_names(question, catalog)
+    named = {"service": [s.casefold() for s in asked.services], "alert": [a.casefold() for a in asked.alerts]}
+    groups = [g for g in catalog.topic_groups() if mentions(asked.own, list(g)) or set(g) & set(asked.quoted_terms)]
     topics, refused = list(scope.excluded_topics), []
     for topic in proposed:
         term = fold(topic).strip()
         if not term or term in (fold(t) for t in topics):
             continue
-        if term not in folded:
+        if term not in folded and term not in whole:
             refused.append(f"{topic!r} is not in the question's words")
             continue
         if any(fold(t).strip() and (fold(t).strip() in term or term in fold(t)) for t in targets):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import operator
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from program.evidence.characters import DASHES, NEGATION_CHARS, NEGATION_WORDS, compatible_form
@@ -32,10 +33,11 @@ SENTENCE_END = re.compile(r"[;；。！？!?\n]|\.(?:\s|$)")
 
 # A number as written in digits: a comparison written before it (p99 > 2s, current≠91%), its sign
 # (only where no word or digit precedes it, so the 1 of HikariPool-1 and the 11 of 2026-11-30 are
-# unsigned), digit groups, decimals, a unit, and a mark or superscript that makes it unreadable.
+# unsigned), digit groups, decimals, a unit (not one that begins a longer word, but a CJK word may
+# follow: 30 秒内), and a mark or superscript that makes it unreadable.
 DIGITS = re.compile(r"(?P<relation>(?:[<>!=]=|[<>≤≥≠≈~])\s*)?(?P<sign>(?<![\w.])[-+])?"
                     r"(?P<number>(?<![\d,])\d{1,3}(?:,\d{3})+(?![\d,])|\d+(?:\.\d+)?|(?<![\w.])\.\d+)"
-                    rf"(?P<unit>\s?(?:{UNIT})(?![^\W\d_]))?(?P<mark>[\u0300-\u036f\u2070-\u209f\u00b2\u00b3\u00b9])?")
+                    rf"(?P<unit>\s?(?:{UNIT})(?![^\W\d_\u3400-\u9fff]))?(?P<mark>[\u0300-\u036f\u2070-\u209f\u00b2\u00b3\u00b9])?")
 # Comparisons: as symbols, and in words right before the number. Only a bound (< > ≤ ≥) can be
 # grounded by a measured value that satisfies it; ≠ and ≈ need the same comparison in the evidence.
 RELATIONS = {"": "=", "==": "=", "<=": "≤", ">=": "≥", "!=": "≠", "~": "≈"}
@@ -82,7 +84,8 @@ STATE_DENIAL = re.compile(r"\bno longer\b|\bnot\b.*\banymore\b|\bstopped\b|\bcea
 # '"healthy": false'. The key is the run before the operator, the value the run after it.
 OPERATOR = re.compile(r"\s*(==|!=|≠|[:=：])\s*")
 KEY = re.compile(r"([^\s:=：,;，；\[\](){}<>\"'!≠]{1,24})[\"']?$")
-VALUE = re.compile(r"[^\s,;，；:=：\[\](){}<>\"']+")
+# A value runs through the comparisons inside it: threshold=P99>2s is "P99>2s", current=P99=4.2s "P99=4.2s".
+VALUE = re.compile(r"[^\s,;，；:：\[\](){}\"'][^\s,;，；:：\[\](){}\"']*")
 BOOLEAN = {"true": True, "false": False, "yes": True, "no": False}
 # The names code gives an alert's fields (tools.functions.alert_text), as a claim may write them.
 FIELD_NAMES = {"current": ("当前", "目前", "当前值", "现在"), "threshold": ("阈值", "门限", "阀值"),
@@ -317,22 +320,71 @@ def _sentence_around(text: str, start: int, end: int) -> str:
     return text[begin:following.start() if following else len(text)]
 
 
-def _asserted(pattern: re.Pattern, text: str, about: re.Pattern | None = None) -> tuple[bool, bool]:
-    """Whether the text uses a word of `pattern` plainly, and whether it uses one denied (a negation,
-    or "no longer", "stopped", 不再, in the word's clause before it, or right after it: 恢复失败).
-    With `about`, only words in a sentence that `about` finds count: a state word is read of the
-    alert only where the sentence speaks of it."""
-    plain = denied = False
-    for m in pattern.finditer(text):
-        before = _clause_before(text, m.start())
+def _state_words(text: str, about: re.Pattern | None = None) -> Iterator[tuple[re.Match, bool, list[tuple[int, int]]]]:
+    """Each state word in the text, raised (True: firing, 触发) or cleared (False: resolved, 恢复), with
+    the spans of what denies it: a negation, or "no longer", "stopped", 不再, in its clause before it
+    and after the state word before it ("has not recovered and is still firing": the "not" is
+    recovered's), or right after it (恢复失败); no span when it is used plainly. With `about`, only
+    words in a sentence that `about` finds count: a state word is read of the alert only where the
+    sentence speaks of it."""
+    found = sorted([(m, True) for m in RAISED_WORDS.finditer(text)] + [(m, False) for m in CLEARED_WORDS.finditer(text)],
+                   key=lambda pair: pair[0].start())
+    previous = 0
+    for m, raised in found:
+        if m.start() < previous:
+            continue  # inside a longer state word already read (恢复 of 未恢复)
+        start = max(m.start() - len(_clause_before(text, m.start())), previous)
+        previous = m.end()
         if about is not None and not about.search(_sentence_around(text, m.start(), m.end())):
             continue
-        right = text[m.end():m.end() + 6]
-        if NEGATION.search(before) or STATE_DENIAL.search(before) or STATE_DENIAL.match(right.lstrip("已经 ")):
-            denied = True
-        else:
-            plain = True
+        denials = [d.span() for denial in (NEGATION, STATE_DENIAL) for d in denial.finditer(text, start, m.start())]
+        gap = len(text[m.end():m.end() + 6]) - len(text[m.end():m.end() + 6].lstrip("已经 "))
+        if after := STATE_DENIAL.match(text, m.end() + gap):
+            denials.append(after.span())
+        yield m, raised, denials
+
+
+def _asserted(raised: bool, text: str, about: re.Pattern | None = None) -> tuple[bool, bool]:
+    """Whether the text uses a raised (or cleared) state word plainly, and whether it uses one denied (`_state_words`)."""
+    plain = denied = False
+    for _, kind, denials in _state_words(text, about):
+        if kind == raised:
+            denied, plain = denied or bool(denials), plain or not denials
     return plain, denied
+
+
+def _about(names: tuple[str, ...]) -> re.Pattern:
+    """What a sentence speaks of an alert with: the word alert (告警), or a service's or alert's name."""
+    return re.compile("|".join([ALERT_WORDS.pattern, *(re.escape(n) for n in names if n)]), re.IGNORECASE)
+
+
+def said_state(text: str, names: tuple[str, ...] = ()) -> tuple[bool, bool]:
+    """What the statement says of an alert's state: that it is raised (firing, pending, or denied
+    to be over: 未恢复), and that it is over (resolved, or denied to fire: 没有在触发, 目前没有告警)."""
+    text = fold(text)
+    about = _about(names)
+    raised, raised_denied = _asserted(True, text, about)
+    cleared, cleared_denied = _asserted(False, text, about)
+    return raised or cleared_denied, cleared or raised_denied or bool(ALERT_DENIED.search(text))
+
+
+def state_denials(text: str, names: tuple[str, ...] = ()) -> list[tuple[int, int]]:
+    """The spans of `fold(text)` that deny a state of an alert ("没有" in 没有告警在触发, "not" in
+    "is not firing", "no alerts"): a denied state is an observation of the state the alert is in,
+    which `state_conflicts` checks against the alert, not a statement that nothing was found."""
+    text = fold(text)
+    about = _about(names)
+    spans = [span for _, _, denials in _state_words(text, about) for span in denials]
+    return spans + [m.span() for m in ALERT_DENIED.finditer(text)]
+
+
+def outside_state_denials(pattern: re.Pattern, text: str, names: tuple[str, ...] = ()) -> bool:
+    """Whether `pattern` (a negation, an absence) occurs in the text other than as the denial of an
+    alert's state: "api-gateway 现在没有 HighErrorRate 告警在触发" says what state the alert is in,
+    "未找到 HighErrorRate 告警" that none was found."""
+    spans = state_denials(text, names)
+    return any(not any(start < m.end() and m.start() < end for start, end in spans)
+               for m in pattern.finditer(fold(text)))
 
 
 def only_denied(state: str, text: str) -> bool:
@@ -340,8 +392,8 @@ def only_denied(state: str, text: str) -> bool:
     pending"): a denial, not a statement that the state holds."""
     if state.casefold() not in (*RAISED_STATES, *CLEARED_STATES):
         return False
-    plain, denied = _asserted(re.compile(rf"\b{re.escape(state)}\b", re.IGNORECASE), fold(text))
-    return denied and not plain
+    words = [denials for m, _, denials in _state_words(fold(text)) if m.group().casefold() == state.casefold()]
+    return bool(words) and all(words)
 
 
 def _mentions(key: str, text: str):
@@ -362,10 +414,7 @@ def state_conflicts(text: str, states: set[str], evidence: list[str], names: tup
     alert that fired and resolved did fire)."""
     text = fold(text)
     conflicts = []
-    about = re.compile("|".join([ALERT_WORDS.pattern, *(re.escape(n) for n in names if n)]), re.IGNORECASE)
-    raised, raised_denied = _asserted(RAISED_WORDS, text, about)
-    cleared, cleared_denied = _asserted(CLEARED_WORDS, text, about)
-    says_raised, says_cleared = raised or cleared_denied, cleared or raised_denied or bool(ALERT_DENIED.search(text))
+    says_raised, says_cleared = said_state(text, names)
     if states & set(RAISED_STATES) and says_cleared:
         conflicts.append(f"the statement says the alert is not firing, but the alert it cites is "
                          f"{' and '.join(sorted(states))}")

@@ -23,16 +23,19 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from program.evidence.characters import bidi_controls
-from program.evidence.injection import restated_instruction
+from program.evidence.injection import restated_instruction, rests_on_direction
 from program.evidence.relevance import Target, off_topic, unnamed_topics
 from program.evidence.scope import mentions
 from program.evidence.units import UNIT
 from program.evidence.statements import (
+    NEGATION,
     misbound_numbers,
     negated,
     only_denied,
+    outside_state_denials,
     state_conflicts,
     ungrounded_numbers,
 )
@@ -67,6 +70,8 @@ ABSENCE = re.compile(r"未检索到|未找到|没有找到|未发现|没有发�
 
 # A claim that says what its evidence asks the reader to say: an instruction obeyed.
 RESTATED_INSTRUCTION = "verdict.restated_instruction"
+# A claim whose every cited line tells its reader what to conclude: such a line is no evidence.
+DIRECTED_EVIDENCE = "verdict.directed_evidence"
 
 # The second look before an all-clear: a line of the target's own logs that matches at least this
 # share of the question's concepts (rounded up, at least one; tools/search.py) is a plausible match,
@@ -96,6 +101,18 @@ def unread_message(refs: list[CitedRef]) -> str:
     return "; ".join(parts) + ": a search that did not read every line cannot prove that nothing is there"
 
 
+# A number or an identifier with digits ("502", "HikariPool-1", "30000ms"): the search matches one only when equal.
+EXACT_WORD = re.compile(r"(?<![\w.\-/])[\w.\-/]*\d[\w.\-/]*(?![\w.\-/])")
+
+
+def plausible(lines: list[str], words: str) -> list[str]:
+    """The lines a second look found that may answer the question: a number or an identifier with
+    digits that the question names is never optional ("502 errors" is not answered by a line
+    without 502, whatever share of the other words it has)."""
+    exact = [w.casefold() for w in EXACT_WORD.findall(nfkc(words))]
+    return [line for line in lines if all(w in nfkc(line).casefold() for w in exact)]
+
+
 def ranked_lines(invocation: ToolInvocation, items: str) -> list[str]:
     """The refs of an invocation, ERROR and WARN lines first."""
     output = invocation.output.get(items) if isinstance(invocation.output, dict) else None
@@ -121,6 +138,10 @@ class CitedRef:
     indirect: bool  # runbooks and knowledge: what to check, never what is happening now
     # What in the scope of a search that found nothing went unread: such a no-hit proves no absence.
     unread: tuple[str, ...] = ()
+    # What the call searched, for saying what a no-hit verified: its output list (alerts, logs,
+    # evidence_blocks) and its arguments.
+    items: str = ""
+    arguments: tuple[tuple[str, Any], ...] = ()
 
 
 def cited_refs(gate: GatekeeperResult, invocations: Iterable[ToolInvocation],
@@ -141,7 +162,9 @@ def cited_refs(gate: GatekeeperResult, invocations: Iterable[ToolInvocation],
             no_hit=cb.raw_path is None, backfilled=cb.backfilled,
             searched=call_text(inv),
             indirect=declaration is None or declaration.evidence == "indirect",
-            unread=tuple(details.unread) if cb.raw_path is None else ()))
+            unread=tuple(details.unread) if cb.raw_path is None else (),
+            items=declaration.items if declaration is not None else "",
+            arguments=tuple((inv.input or {}).items())))
     return cited
 
 
@@ -154,15 +177,17 @@ def _item_state(invocation: ToolInvocation, raw_path: str | None) -> str | None:
     return str(state).casefold() if state is not None else None
 
 
-def code_sees_support(claim: Claim, contexts: list[str]) -> bool:
-    """Every number, name and identifier of the claim occurs in the clauses it cites, with the same polarity."""
+def code_sees_support(claim: Claim, contexts: list[str], names: tuple[str, ...] = ()) -> bool:
+    """Every number, name and identifier of the claim occurs in the clauses it cites, with the same
+    polarity. A denied state ("is not firing" of a resolved alert) is no negation of what is cited:
+    state_conflicts has already checked it against the alert's state."""
     excerpts = " ".join(contexts)
     if not excerpts.strip() or ungrounded_numbers(claim.claim_text, contexts):
         return False
     folded = nfkc(excerpts).casefold()
     if any(token.casefold() not in folded for token in IDENTIFIER.findall(nfkc(claim.claim_text))):
         return False
-    return negated(claim.claim_text) == negated(excerpts)
+    return outside_state_denials(NEGATION, claim.claim_text, names) == outside_state_denials(NEGATION, excerpts, names)
 
 
 def ungrounded_names(claim: Claim, refs: list[CitedRef], names: tuple[str, ...]) -> list[str]:
@@ -194,7 +219,9 @@ def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target
             block(claim, "verdict.excluded_topic", f"the claim names {', '.join(hits)}, which the user excluded")
         if reason := off_topic(claim.claim_text, [ref.text for ref in refs], target):
             block(claim, "verdict.off_topic", reason)
-        if (claim.claim_type == "negative_observation" or ABSENCE.search(nfkc(claim.claim_text))) \
+        # A denied state ("没有告警在触发", "is not firing") observes the state of the alert it cites,
+        # which state_conflicts checks; only another negation says that nothing was found.
+        if (claim.claim_type == "negative_observation" or outside_state_denials(ABSENCE, claim.claim_text, names)) \
                 and not all(ref.no_hit for ref in refs):
             block(claim, "verdict.absence_on_hit", "a claim that nothing was found must rest on searches that found "
                   "nothing, but this one cites evidence that was found")
@@ -229,6 +256,8 @@ def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target
         if controls := bidi_controls(claim.claim_text):
             block(claim, "verdict.bidi_control", f"the claim text holds bidirectional control characters "
                   f"({', '.join(controls)}), which change what a reader sees")
+        if reason := rests_on_direction([ref.text for ref in refs if not ref.no_hit]):
+            block(claim, DIRECTED_EVIDENCE, f"the claim {reason}")
         if reason := restated_instruction(claim.claim_text, [ref.text for ref in refs], tuple(topics), names):
             block(claim, RESTATED_INSTRUCTION, f"the claim {reason}")
     return blockers
@@ -265,7 +294,8 @@ _JUDGED = {"verified": "{}", "blocked": "the excerpts contradict the claim: {}",
 
 
 def _claim_status(claim: Claim, judgement: ClaimJudgement | None, gate: GatekeeperResult, bindings: BindingFailures,
-                  blockers: dict[str, list[Finding]], verifier_ran: bool) -> tuple[str, str, Finding | None]:
+                  blockers: dict[str, list[Finding]], verifier_ran: bool,
+                  names: tuple[str, ...] = ()) -> tuple[str, str, Finding | None]:
     """What became of one claim, why, and the override code recorded on the verifier's account."""
     failures, rejected, counts = bindings
     cid = claim.claim_id
@@ -282,7 +312,7 @@ def _claim_status(claim: Claim, judgement: ClaimJudgement | None, gate: Gatekeep
         why = "no verifier judgement for this claim"
         missing = Finding(rule="verdict.missing_judgement", claim_id=cid, message=why)
         return "downgraded", why, missing if verifier_ran else None
-    if judgement.judgement == "contradicted" and code_sees_support(claim, contexts_of(gate, cid)):
+    if judgement.judgement == "contradicted" and code_sees_support(claim, contexts_of(gate, cid), names):
         why = f"verifier said contradicted ({judgement.reason}), but every number, name and identifier of the " \
               "claim occurs in its excerpts with the same polarity: a disagreement, so LOW_CONFID"
         return "downgraded", why, Finding(rule="verdict.verifier_disagreement", claim_id=cid, message=why)
@@ -298,7 +328,9 @@ def enforce(
     stage_errors: list[Finding],
     *,
     verifier_ran: bool,
+    names: tuple[str, ...] = (),
 ) -> tuple[VerifierEvaluation, list[VerifiedClaim]]:
+    """`names`: the active catalog's service and alert names, which a claim may speak of an alert by."""
     overrides: list[Finding] = [finding for found in blockers.values() for finding in found]
     bindings = _binding_failures(gate)
     results: list[VerifiedClaim] = []
@@ -306,7 +338,7 @@ def enforce(
     contradicted = False
     for claim in claims:
         judgement = judgements.get(claim.claim_id)
-        status, why, override = _claim_status(claim, judgement, gate, bindings, blockers, verifier_ran)
+        status, why, override = _claim_status(claim, judgement, gate, bindings, blockers, verifier_ran, names)
         overrides += [override] if override else []
         # Blocked while the gatekeeper passed: on the verifier's word that its excerpts contradict it.
         contradicted = contradicted or (status == "blocked" and gate.severity == "none")

@@ -1,37 +1,67 @@
-"""The cite stage of a run: the citation module (`program.lm.citation.Cite`), then the checks that
-follow it, with one bounded retry after a gatekeeper reject."""
+"""The cite stage of a run: the citation module (`program.lm.citation.Cite`) with the checks that
+follow it as its review. When code refuses something a new attempt can fix (a gatekeeper reject, a
+claim a code check blocks, a "nothing found" the second look contradicts), the module asks once
+more, told why; every attempt goes into the record, and the verdict rests on the one the checks
+score higher."""
 
 from __future__ import annotations
 
-from program.evidence.checks import Checked, check_citations
+import dspy
+
+from program.evidence.checks import Checked, Review, check_citations, retry_context
 from program.lm.citation import Cite
 from program.lm.run import Run
-from signatures.contracts import ExecutorAttempt, RetryContext
+from program.lm.second_look import second_look
+from signatures.contracts import ExecutorAttempt, Finding, RetryContext
+from tools.recorder import citation_label
 
 
 def cite_and_check(run: Run, cite: Cite, attempts: int) -> Checked:
-    """The checked citations of the last attempt, each attempt in the record."""
-    retry_context: RetryContext | None = None
-    for attempt in range(1, attempts + 1):
-        retry_text = "none" if retry_context is None else retry_context.model_dump_json()
-        with run.stage(cite.usage_key):
-            cited = cite(question=run.question, plan=run.plan, invocations=run.recorder.invocations,
-                         narrow=run.scope.narrow, retry_context=retry_text, constrain=run.constrain)
-        if cited.error is not None:
-            run.errors.append(cited.error)
-        checked = check_citations(
-            run.store, session_id=run.session_id, question=run.question, output=cited.output,
-            parse_status=cited.parse_status, invocations=run.recorder.invocations, target=run.target,
-            toolbox=run.toolbox, refused=cited.refused, excluded_terms=run.scope.excluded_terms,
-            names=run.catalog.names, topics=run.catalog.topic_groups(), retry_context=retry_context)
+    """The checked citations of the attempt used, each attempt in the record."""
+    with run.stage(cite.usage_key):
+        cited = cite(question=run.question, plan=run.plan, invocations=run.recorder.invocations,
+                     narrow=run.scope.narrow, constrain=run.constrain, attempts=attempts,
+                     review=lambda attempt, context: review(run, attempt, context))
+    for number, (attempt, context, reviewed) in enumerate(cited.attempts, start=1):
+        used = number - 1 == cited.chosen
         run.record.executor_attempts.append(ExecutorAttempt(
-            attempt=attempt, drafts=cited.drafts, executor_output=cited.output, parse_status=cited.parse_status,
-            gatekeeper_result=checked.gate, retry_context=retry_context))
-        if checked.gate.severity != "reject":
-            break
-        retry_context = RetryContext(attempt=attempt, failed_rules=checked.gate.failed_rules,
-                                     errors=checked.gate.errors)
+            attempt=number, drafts=attempt.drafts, executor_output=attempt.output, parse_status=attempt.parse_status,
+            gatekeeper_result=reviewed.checked.gate, retry_context=context, used=used,
+            blocked=[f for found in reviewed.checked.blockers.values() for f in found]))
+        if attempt.error is not None:
+            # An attempt that is not used leaves no gap in the evidence: its failure is only noted.
+            (run.errors if used else run.record.notes).append(attempt.error)
+    if len(cited.attempts) > 1:
+        run.record.notes.append(Finding(rule="executor.retry", message=(
+            f"code refused {', '.join(cited.attempts[0][2].retry.failed_rules)} in attempt 1, so the executor was "
+            f"asked once more, told why; attempt {cited.chosen + 1} is used")))
+    chosen = cited.attempts[cited.chosen][2]
+    checked = chosen.checked
+    run.possible_matches = chosen.possible_matches
     run.record.executor_output = checked.verifier_input.executor_structured_output
     run.record.tool_trace_summary = checked.verifier_input.tool_trace_summary
     run.cited = checked.cited
     return checked
+
+
+def review(run: Run, attempt: dspy.Prediction, context: RetryContext | None) -> Review:
+    """The checks of one attempt: the hook, the gatekeeper and the claim checks, then, for a "nothing
+    found" that passed them, the second look, whose search is recorded like any call."""
+    checked = check_citations(
+        run.store, session_id=run.session_id, question=run.question, output=attempt.output,
+        parse_status=attempt.parse_status, invocations=run.recorder.invocations, target=run.target,
+        toolbox=run.toolbox, refused=attempt.refused, excluded_terms=run.scope.excluded_terms,
+        names=run.catalog.names, topics=run.catalog.topic_groups(), retry_context=context)
+    made = {inv.id for inv in run.recorder.invocations}
+    possible = []
+    if checked.gate.severity == "none":
+        possible = second_look(run, [c for c in checked.claims if c.claim_id not in checked.blockers
+                                     and c.claim_id not in checked.failed], checked.cited, checked.blockers)
+    number = 1 if context is None else context.attempt + 1
+    contradicted = {f.claim_id for found in checked.blockers.values() for f in found if f.rule == "verdict.second_look"}
+    withheld = tuple(dict.fromkeys(citation_label(b.source_invocation_id, None) for c in checked.claims
+                                   if c.claim_id in contradicted for b in c.evidence_bindings
+                                   if b.raw_path is None and b.source_invocation_id is not None))
+    return Review(checked=checked, retry=retry_context(checked, number), invocations=list(run.recorder.invocations),
+                  new_calls=[inv.id for inv in run.recorder.invocations if inv.id not in made],
+                  possible_matches=possible, withheld=withheld)

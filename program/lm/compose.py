@@ -41,7 +41,7 @@ class Compose(dspy.Predict):
                                         excluded_terms=run.scope.excluded_terms, language=run.language,
                                         possible_matches=run.possible_matches,
                                         failed_calls=[call_text(inv) for inv in run.failed_calls()],
-                                        unread=run.unread_searches())
+                                        unread=run.unread_searches(), found=run.found_refs())
         if reason := composer_not_asked(verdict, verified, run.scope.narrow):
             return ComposerOutput(status="deterministic", user_facing_answer=fallback, reasons=[reason])
         pred = ask(run, self.usage_key, self, question=run.question,

@@ -1,5 +1,6 @@
 """The judge stage: the verifier's predictor with its demos, and the verdict. Code checks come
-first; the verifier LM judges only the claims that code could still verify, one at a time."""
+first (the cite stage ran them, the second look included); the verifier LM judges only the claims
+that code could still verify, one at a time."""
 
 from __future__ import annotations
 
@@ -10,7 +11,6 @@ from program.evidence.checks import Checked
 from program.evidence.verdict import enforce
 from program.lm.adapter import judgement_patch
 from program.lm.run import Run, ask
-from program.lm.second_look import second_look
 from signatures.contracts import Claim, ClaimJudgement, Finding
 from signatures.demos import judge_demos
 from signatures.diagnosis import JudgeClaim
@@ -32,8 +32,6 @@ class Judge(dspy.Predict):
         judgements: dict[str, ClaimJudgement] = {}
         verifier_ran = False
         if gate.severity == "none":
-            second_look(run, [c for c in claims if c.claim_id not in blockers and c.claim_id not in checked.failed],
-                        blockers)
             for claim in checked.verifiable:
                 verifier_ran = True
                 judgement = self.judge(run, claim)
@@ -41,7 +39,8 @@ class Judge(dspy.Predict):
                     judgements[claim.claim_id] = judgement
         _failed_lookups(run)
         stage_errors = [e for e in run.errors if e.rule.startswith(("lm.", "tools."))]
-        return enforce(gate, claims, judgements, blockers, stage_errors, verifier_ran=verifier_ran)
+        return enforce(gate, claims, judgements, blockers, stage_errors, verifier_ran=verifier_ran,
+                       names=run.catalog.names)
 
     def judge(self, run: Run, claim: Claim) -> ClaimJudgement | None:
         pred = ask(run, self.usage_key, self, question=run.question, claim=f"{claim.claim_type}: {claim.claim_text}",

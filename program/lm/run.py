@@ -74,6 +74,8 @@ class Run:
     cited: dict[str, list[CitedRef]] = field(default_factory=dict)
     # Lines a second look found that may answer what a negative observation says is absent.
     possible_matches: list[str] = field(default_factory=list)
+    # The second looks made, by (tool, service): their lines, or why the search failed.
+    looked: dict[tuple[str, str | None], tuple[list[str], str | None]] = field(default_factory=dict)
 
     def __post_init__(self):
         self.record = DiagnosisSession(session_id=self.session_id, query=self.question, process=this_process(),
@@ -140,6 +142,17 @@ class Run:
     def failed_calls(self) -> list[ToolInvocation]:
         return [inv for inv in self.recorder.invocations if inv.retrieval_details.evidence_status == "failed"]
 
+    def found_refs(self) -> list[str]:
+        """What the lookups of current fact found, for an answer that verified nothing: the refs the
+        claims cite, then the other refs of those lookups, the ones naming a target service first."""
+        cited = [ref.text for refs in self.cited.values() for ref in refs if not ref.no_hit and not ref.indirect]
+        services = getattr(getattr(self, "target", None), "services", ())
+        direct = [ref.text for inv in self.recorder.invocations
+                  if (declaration := self.toolbox.get(inv.tool_name)) is not None and declaration.evidence == "direct"
+                  for ref in inv.retrieval_details.evidence_refs]
+        direct.sort(key=lambda text: not any(service in text for service in services))
+        return list(dict.fromkeys(cited + direct))
+
     def unread_searches(self) -> list[tuple[str, tuple[str, ...]]]:
         """Searches that found nothing without reading every line in their scope, with what went unread."""
         return [(call_text(inv), tuple(inv.retrieval_details.unread)) for inv in self.recorder.invocations
@@ -186,7 +199,7 @@ class Run:
         else:
             answer = deterministic_answer("LOW_CONFID", [], [finding.rule], language=self.language,
                                           failed_calls=[call_text(inv) for inv in self.failed_calls()],
-                                          unread=self.unread_searches())
+                                          unread=self.unread_searches(), found=self.found_refs())
         composer = ComposerOutput(status="fallback", user_facing_answer=answer, reasons=[finding.message])
         self._close("failed", "LOW_CONFID", composer)
         return self._prediction(DiagnosisResult(

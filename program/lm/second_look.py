@@ -5,20 +5,24 @@ lines again with the question's words, and a plausible match blocks the all-clea
 from __future__ import annotations
 
 from program.evidence.relevance import question_words
-from program.evidence.verdict import SECOND_LOOK_SHARE, ranked_lines, second_look_blocker
+from program.evidence.verdict import SECOND_LOOK_SHARE, CitedRef, plausible, ranked_lines, second_look_blocker
 from program.lm.run import Run
 from signatures.contracts import Claim, Finding
 
 
-def second_look(run: Run, claims: list[Claim], blockers: dict[str, list[Finding]]) -> None:
-    """Adds a blocker to each negative observation among `claims` that a new search contradicts."""
+def second_look(run: Run, claims: list[Claim], cited: dict[str, list[CitedRef]],
+                blockers: dict[str, list[Finding]]) -> list[str]:
+    """Adds a blocker to each negative observation among `claims` (whose passing bindings point at
+    `cited`) that a new search contradicts, and returns the lines it found. One search per tool and
+    service in a run: a later attempt's negative reuses it."""
     words = question_words(run.question, run.catalog)
-    looked: dict[tuple[str, str | None], tuple[list[str], str | None]] = {}
+    looked = run.looked
+    found: list[str] = []
     for claim in claims:
         if claim.claim_type != "negative_observation":
             continue
         possible, failed = [], None
-        for tool in sorted({ref.tool_name for ref in run.cited.get(claim.claim_id, []) if ref.no_hit}):
+        for tool in sorted({ref.tool_name for ref in cited.get(claim.claim_id, []) if ref.no_hit}):
             declaration = run.toolbox.get(tool)
             if declaration is None or declaration.second_look is None:
                 continue
@@ -30,7 +34,8 @@ def second_look(run: Run, claims: list[Claim], blockers: dict[str, list[Finding]
                 failed = failed or problem
         if finding := second_look_blocker(claim.claim_id, possible, failed):
             blockers.setdefault(claim.claim_id, []).append(finding)
-            run.possible_matches.extend(line for line in possible if line not in run.possible_matches)
+            found.extend(line for line in possible if line not in found)
+    return found
 
 
 def _look_again(run: Run, declaration, words: str, service: str | None) -> tuple[list[str], str | None]:
@@ -44,4 +49,4 @@ def _look_again(run: Run, declaration, words: str, service: str | None) -> tuple
         f"{invocation.retrieval_details.evidence_status}")))
     if invocation.retrieval_details.evidence_status == "failed":
         return [], invocation.retrieval_details.message or "the search failed"
-    return ranked_lines(invocation, declaration.items), None
+    return plausible(ranked_lines(invocation, declaration.items), words), None

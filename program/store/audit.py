@@ -7,8 +7,12 @@ concurrent writers of one session never collide, but a run claims its session id
 already recorded is refused, so two runs never share a record. Stores creating the schema of a new
 database at once do not collide. A store opened ``read_only`` never creates a database or a table.
 Faults of the database itself (a missing file, a corrupted page, a foreign schema, a full disk, a
-row that is not a session) become an ``AuditStoreError`` that says what is wrong. A run killed
-mid-way is marked ``interrupted`` when the next writable store opens.
+row that is not a session) become an ``AuditStoreError`` that says what is wrong; one record that
+cannot be read is an ``UnreadableRecord`` naming its id, and the store stays usable. A run killed
+mid-way is marked ``interrupted`` when the next writable store opens. A run whose record could not be
+written (a full disk) is marked ``failed`` with ``audit.write_failed`` by the next store of its
+process that writes to that database (``mark_unsaved``), and by the next writable store that opens
+once that process has ended, ``interrupted`` as a killed run is: no run stays ``running`` for ever.
 
 A session can also be queued to run later (``enqueue``, status ``pending``: an alert a server
 accepted). A worker takes the oldest with ``claim_pending`` (``claimed`` by its process; on
@@ -19,7 +23,9 @@ goes back to ``pending``.
 
 What a database or JSON cannot hold is changed in code before anything is written, the same way on
 every backend (``storable``), and the session's record names what changed (``audit.unstorable``):
-the record, and so the verdict, never depends on which database keeps it.
+the record, and so the verdict, never depends on which database keeps it. A URL's password is
+hidden in everything written and read (``written``), tool output included: the gatekeeper checks
+citations against the text the store keeps.
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ from sqlalchemy.pool import StaticPool
 from sqlalchemy.schema import CreateIndex, CreateTable
 
 from signatures.contracts import DiagnosisSession, Finding, ToolInvocation
+from tools.redaction import hidden
 
 
 class AuditStoreError(RuntimeError):
@@ -66,6 +73,15 @@ class AuditStoreError(RuntimeError):
 
 class AuditURLError(AuditStoreError):
     """The URL names no database this store can use: a bad setting, whatever the database holds."""
+
+
+class UnreadableRecord(AuditStoreError):
+    """One stored session that this version cannot read (not JSON, or not a session); the store
+    itself, and every other record, is fine."""
+
+    def __init__(self, session_id: str, message: str):
+        super().__init__(message)
+        self.session_id = session_id
 
 
 class SessionIdRefused(AuditStoreError):
@@ -83,6 +99,13 @@ NOTE_PLACES = 20
 # Sessions accepted and not yet running: the queue.
 PENDING, CLAIMED = "pending", "claimed"
 QUEUED = (PENDING, CLAIMED)
+# A run whose record could not be written (a full disk, a read-only file) ends failed with this
+# error once the store can write again.
+WRITE_FAILED = "audit.write_failed"
+# Per database URL, the runs of this process whose last save failed, and why: the next store of
+# this process that writes to that database marks each failed, so none stays `running` for ever.
+_UNSAVED: dict[str, dict[str, str]] = {}
+_UNSAVED_LOCK = threading.Lock()
 
 
 def this_process() -> str:
@@ -127,6 +150,15 @@ def storable(value: Any) -> tuple[Any, list[str]]:
     Applied on every backend alike, so what is stored never depends on the database."""
     changes: list[str] = []
     return _storable(value, "", changes), changes
+
+
+def written(value: Any) -> tuple[Any, list[str]]:
+    """`value` as the store writes and serves it: storable, and every URL's password hidden
+    (tools.redaction), with each place that changed."""
+    changes: list[str] = []
+    shown = hidden(value, "", changes)
+    clean, more = storable(shown)
+    return clean, [*changes, *more]
 
 
 def _storable(value: Any, place: str, changes: list[str]) -> Any:
@@ -239,7 +271,7 @@ class InvocationRow(Base):
 
 def _to_invocation(row: InvocationRow) -> ToolInvocation:
     # Rows written before text was made storable may still hold what JSON cannot print.
-    stored, _ = storable({"input": row.input, "output": row.output, "output_preview": row.output_preview,
+    stored, _ = written({"input": row.input, "output": row.output, "output_preview": row.output_preview,
                           "retrieval_details": row.retrieval_details})
     output = stored["output"]
     return ToolInvocation(
@@ -297,6 +329,7 @@ class AuditStore:
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         if not read_only:
             self.mark_interrupted()
+            self.mark_unsaved()
 
     @contextmanager
     def _faults(self, what: str):
@@ -338,10 +371,16 @@ class AuditStore:
     def mark_interrupted(self) -> list[str]:
         """Sessions left `running` by a process of this host that no longer exists are interrupted;
         sessions such a process had claimed, but whose run never began, are pending again."""
+        held = []
         with self._guard(), self._faults("read sessions"), Session(self.engine) as db:
-            held = db.scalars(select(SessionRow).where(SessionRow.status.in_(("running", CLAIMED)))).all()
-            dead = [(row.session_id, row.status) for row in held
-                    if isinstance(row.record, dict) and _process_dead(str(row.record.get("process") or ""))]
+            for session_id, status in db.execute(select(SessionRow.session_id, SessionRow.status)
+                                                 .where(SessionRow.status.in_(("running", CLAIMED)))).all():
+                try:
+                    held.append((self._row(db, session_id), status))
+                except UnreadableRecord:
+                    continue  # listed by id as unreadable; nothing can be resumed of it
+        dead = [(row.session_id, status) for row, status in held
+                if isinstance(row.record, dict) and _process_dead(str(row.record.get("process") or ""))]
         for session_id, status in dead:
             record = self.get_session(session_id)
             if status == CLAIMED:
@@ -351,6 +390,25 @@ class AuditStore:
                                               message=f"the process {record.process} ended before the run finished")]
             self.save_session(record.model_copy(update={"status": "interrupted", "errors": errors}))
         return [session_id for session_id, status in dead if status != CLAIMED]
+
+    def mark_unsaved(self) -> list[str]:
+        """Runs of this process whose record could not be saved are failed now that a save can be
+        written, their record saying why; a run that cannot be marked yet stays remembered."""
+        with _UNSAVED_LOCK:
+            waiting = _UNSAVED.pop(self.url, {})
+        marked = []
+        for session_id, reason in waiting.items():
+            try:
+                record = self.get_session(session_id)
+                if record is not None and record.status in ("running", CLAIMED) and record.process == this_process():
+                    finding = Finding(rule=WRITE_FAILED, message=f"the audit store could not write this run's record "
+                                      f"({reason}); it was marked failed once the store could write again")
+                    self._write(record.model_copy(update={"status": "failed", "errors": [*record.errors, finding]}))
+                    marked.append(session_id)
+            except AuditStoreError:
+                with _UNSAVED_LOCK:
+                    _UNSAVED.setdefault(self.url, {}).setdefault(session_id, reason)
+        return marked
 
     def __deepcopy__(self, memo):
         # A handle to shared storage, not program state: optimizers that copy programs share it.
@@ -363,7 +421,7 @@ class AuditStore:
         """Store one tool call as every backend holds it, and return it as stored: what the run goes on
         to read and cite is what the record keeps."""
         _check_session_id(invocation.session_id)
-        values, changes = storable({
+        values, changes = written({
             "tool_name": invocation.tool_name, "input": invocation.input, "output": invocation.output,
             "output_preview": invocation.output_preview,
             "retrieval_details": invocation.retrieval_details.model_dump(mode="json"),
@@ -402,7 +460,7 @@ class AuditStore:
     def _session_values(self, record: DiagnosisSession) -> dict[str, Any]:
         """The columns of a session as every backend holds them; the record names what had to change."""
         _check_session_id(record.session_id)
-        payload, changes = storable(record.model_dump(mode="json"))
+        payload, changes = written(record.model_dump(mode="json"))
         places = [*changes, *self._unstorable.get(record.session_id, [])]
         if places:
             note = _unstorable_note(places).model_dump(mode="json")
@@ -445,7 +503,7 @@ class AuditStore:
     def claim_pending(self, session_id: str | None = None) -> DiagnosisSession | None:
         """The oldest pending session (or the one named), now claimed by this process; None when none
         waits. A row that cannot be read is marked failed, so that it does not block the queue."""
-        query = select(SessionRow).where(SessionRow.status == PENDING)
+        query = select(SessionRow.session_id).where(SessionRow.status == PENDING)
         if session_id is not None:
             query = query.where(SessionRow.session_id == session_id)
         query = query.order_by(SessionRow.created_at, SessionRow.session_id).limit(1)
@@ -453,13 +511,14 @@ class AuditStore:
             query = query.with_for_update(skip_locked=True)
         while True:
             with self._guard(), self._faults("claim a session"), Session(self.engine) as db, db.begin():
-                row = db.scalars(query).first()
-                if row is None:
+                found = db.scalars(query).first()
+                if found is None:
                     return None
                 try:
-                    record = self._validate(row).model_copy(update={"status": CLAIMED, "process": this_process()})
-                except AuditStoreError:
-                    row.status = "failed"
+                    record = self._validate(self._row(db, found)).model_copy(
+                        update={"status": CLAIMED, "process": this_process()})
+                except UnreadableRecord:
+                    db.execute(update(SessionRow).where(SessionRow.session_id == found).values(status="failed"))
                     continue
                 # Conditional too: on SQLite another process may have read the same row before this one wrote.
                 if self._set_status(record, PENDING, db):
@@ -481,7 +540,7 @@ class AuditStore:
         """A session this process claimed from the queue becomes this run's; the run's record keeps
         the queued record's notes (the alert it came from) first. False when it is no such session."""
         with self._guard(), self._faults("claim a session"), Session(self.engine) as db, db.begin():
-            row = db.get(SessionRow, record.session_id, with_for_update=not self.is_sqlite)
+            row = self._row(db, record.session_id, with_for_update=not self.is_sqlite)
             if row is None or row.status != CLAIMED:
                 return False
             queued = self._validate(row)
@@ -509,7 +568,23 @@ class AuditStore:
                                + "); a session id names one run: use another, or leave it unset")
 
     def save_session(self, record: DiagnosisSession) -> None:
-        """Insert or update in one statement: concurrent savers of one session id never collide."""
+        """Insert or update in one statement: concurrent savers of one session id never collide. A save
+        the database cannot write is remembered, and marked failed by `mark_unsaved` once it can."""
+        try:
+            self._write(record)
+        except SessionIdRefused:
+            raise
+        except AuditStoreError as exc:
+            if record.process == this_process():
+                with _UNSAVED_LOCK:
+                    _UNSAVED.setdefault(self.url, {})[record.session_id] = str(exc)
+            raise
+        with _UNSAVED_LOCK:
+            waiting = _UNSAVED.get(self.url, {}).pop(record.session_id, None)
+        if waiting is None and _UNSAVED.get(self.url):
+            self.mark_unsaved()
+
+    def _write(self, record: DiagnosisSession) -> None:
         values = self._session_values(record)
         statement = _insert(self.is_sqlite)(SessionRow).values(
             session_id=record.session_id, created_at=record.created_at or values["updated_at"], **values)
@@ -524,20 +599,31 @@ class AuditStore:
     def _validate(row: SessionRow) -> DiagnosisSession:
         try:
             # Records written before text was made storable may still hold what JSON cannot print.
-            return DiagnosisSession.model_validate(storable(row.record)[0])
+            return DiagnosisSession.model_validate(written(row.record)[0])
         except ValidationError as exc:
-            raise AuditStoreError(f"session {row.session_id!r} is stored in a form this version cannot read: "
-                                  f"{exc.error_count()} problem(s), first: {exc.errors()[0]['msg']}") from None
+            raise UnreadableRecord(row.session_id, f"session {row.session_id!r} is stored in a form this version "
+                                   f"cannot read: {exc.error_count()} problem(s), first: {exc.errors()[0]['msg']}"
+                                   ) from None
+
+    @staticmethod
+    def _row(db: Session, session_id: str, **options) -> SessionRow | None:
+        """The row of one session; UnreadableRecord when its stored record is not JSON."""
+        try:
+            return db.get(SessionRow, session_id, **options)
+        except ValueError as exc:
+            raise UnreadableRecord(session_id, f"session {session_id!r} is stored in a form this version cannot "
+                                   f"read: its record is not JSON ({exc})") from None
 
     def get_session(self, session_id: str) -> DiagnosisSession | None:
+        """The session, None when no such id is recorded; UnreadableRecord when its record cannot be read."""
         if not _recordable(session_id):
             return None
         with self._guard(), self._faults("read a session"), Session(self.engine) as db:
-            row = db.get(SessionRow, session_id)
+            row = self._row(db, session_id)
             return None if row is None else self._validate(row)
 
-    def list_sessions(self, limit: int = 20) -> tuple[list[DiagnosisSession], list[str]]:
-        """The newest sessions that can be read, and a note for each row that cannot."""
+    def list_sessions(self, limit: int = 20) -> tuple[list[DiagnosisSession], list[UnreadableRecord]]:
+        """The newest sessions that can be read, and for each row that cannot, why (with its id)."""
         if not 1 <= limit <= MAX_ID:
             raise ValueError(f"limit must be from 1 to {MAX_ID}")
         good, bad = [], []
@@ -546,8 +632,8 @@ class AuditStore:
         for session_id in ids:
             try:
                 good.append(self.get_session(session_id))
-            except AuditStoreError as exc:
-                bad.append(str(exc))
+            except UnreadableRecord as exc:
+                bad.append(exc)
         return good, bad
 
 

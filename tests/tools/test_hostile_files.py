@@ -183,3 +183,59 @@ def test_a_long_runbook_section_is_cut_where_marked_and_the_message_says_so(book
     assert block["content"].endswith(" more characters]") and len(block["content"]) < MAX_ITEM_CHARS + 50
     assert (f"1 section(s) longer than {MAX_ITEM_CHARS} characters were cut where marked and ranked only that far "
             "(long.md#Rebalance storm)") in found["message"]
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-be-bom", "utf-32", "utf-8-sig"])
+def test_text_with_a_byte_order_mark_is_read_in_its_encoding(logs, encoding):
+    text = "2026-12-01 10:00:00 ERROR printer spooler crashed\r\n2026-12-01 10:00:01 INFO 打印机已恢复\r\n"
+    data = ("\ufeff" + text).encode("utf-16-be") if encoding == "utf-16-be-bom" else text.encode(encoding)
+    (logs / "cups").mkdir()
+    (logs / "cups" / "spooler.log").write_bytes(data)
+    found = query_logs("printer spooler", service="cups")
+    assert [log["message"] for log in found["logs"]] == ["2026-12-01 10:00:00 ERROR printer spooler crashed"]
+    assert found["unread"] == [] and query_logs("打印机已恢复", service="cups")["total"] == 1
+
+
+def test_the_hole_copytruncate_leaves_is_skipped_and_the_lines_after_it_are_read(logs):
+    # logrotate's copytruncate empties a file that its writer goes on writing at its old offset: the
+    # file then begins with that many NUL bytes (a hole), and may get another after a later rotation.
+    (logs / "db").mkdir()
+    (logs / "db" / "app.log").write_bytes(b"\x00" * 20_000 + b"2026-12-01 10:00:05 ERROR replica lag critical\n"
+                                          + b"\x00" * 9000 + b"2026-12-01 10:00:06 ERROR replica lag worse\n")
+    found = query_logs("replica lag", service="db")
+    assert [log["message"] for log in found["logs"]] == ["2026-12-01 10:00:05 ERROR replica lag critical",
+                                                         "2026-12-01 10:00:06 ERROR replica lag worse"]
+    assert found["unread"] == []
+    # A file of records with NULs inside them (wtmp, a journal) is still binary, and named.
+    (logs / "db" / "wtmp").write_bytes((b"\x07\x00\x00\x00" + b"pts/0\x00\x00\x00" + b"\x00" * 24 + b"root") * 50)
+    assert query_logs("replica lag", service="db")["unread"] == ["db/wtmp (binary, not text)"]
+
+
+@pytest.mark.parametrize(("suffix", "compress"), [
+    (".gz", lambda data: __import__("gzip").compress(data)),
+    (".bz2", lambda data: __import__("bz2").compress(data)),
+    (".xz", lambda data: __import__("lzma").compress(data)),
+])
+def test_a_compressed_file_cut_short_gives_the_lines_before_the_cut_and_names_the_rest(logs, suffix, compress):
+    lines = b"".join(b"2026-12-01 10:%02d:%02d INFO batch %05d done with some words to fill it\n"
+                     % (n // 60 % 60, n % 60, n) for n in range(20_000))
+    data = compress(b"2026-12-01 09:00:00 ERROR kernel oops early\n" + lines)
+    (logs / "batch").mkdir()
+    (logs / "batch" / f"app.log.1{suffix}").write_bytes(data[: len(data) * 3 // 4])
+    found = query_logs("kernel oops", service="batch")
+    assert found["total"] == 1
+    (unread,) = found["unread"]
+    assert unread.startswith(f"batch/app.log.1{suffix}: its end cannot be decompressed") and "were read" in unread
+
+
+def test_a_file_of_very_short_lines_counts_each_line_as_some_bytes_against_the_bound(logs, monkeypatch):
+    # What the program holds per line is some tens of bytes: 64 MiB of two-byte lines would cost gigabytes.
+    monkeypatch.setenv("DIAGNOSIS_LOGS_MAX_BYTES", "64K")
+    (logs / "svc").mkdir()
+    (logs / "svc" / "short.log").write_bytes(b"a\n" * 30_000 + b"needle here\n")
+    found = query_logs("needle", service="svc")
+    assert [log["source"] for log in found["logs"]] == ["svc/short.log:30001"]
+    short, other = found["unread"]
+    assert short.startswith("svc/short.log: only its last 2048 lines were read (a line counts as 32 bytes or more")
+    # The bound was used up before the order service's file, whose lines might have named svc.
+    assert other == "order/app.log (past the 65536 bytes a search reads)"

@@ -108,6 +108,9 @@ def test_a_files_service_comes_from_its_place():
     assert places.of("pods/shop_orders-7d9f8c6b5d-x2x4q_0b1c2d3e-aaaa-bbbb-cccc-123456789abc/app/0.log").service == "orders"
     container = "containers/orders-7d9f8c6b5d-x2x4q_shop_app-" + "a" * 64 + ".log"
     assert places.of(container).service == "orders"
+    # DIAGNOSIS_LOGS_DIR=/var/log/pods or /var/log/containers.
+    assert places.of("shop_orders-7d9f8c6b5d-x2x4q_0b1c2d3e-aaaa-bbbb-cccc-123456789abc/app/0.log").service == "orders"
+    assert (places.of(container.removeprefix("containers/")).service, places.of(container).shared) == ("orders", False)
     assert (places.of("syslog.2.gz").service, places.of("syslog.2.gz").shared) == ("syslog", True)
     assert places.of("api-gateway.log.1").service == "api-gateway"
 
@@ -198,10 +201,11 @@ def test_rotated_and_compressed_files_are_read_and_what_cannot_be_opened_is_name
     assert found["unread"] == ["api/access.log.4.zst (compressed with zstd, which cannot be opened here)"]
 
 
-def test_a_binary_file_in_another_services_place_does_not_make_a_search_incomplete(logs):
+def test_a_file_that_cannot_be_read_may_hold_any_services_lines(logs):
     write(logs / "api" / "app.log", "[2026-12-01 10:00:00][INFO][api] ok\n")
     write(logs / "journal" / "system.journal", b"LPKSHHRH\x00\x00\x01" * 100)
-    assert query_logs("timeout", service="api")["unread"] == []
+    # A journal holds the lines of every service that logs to it: no search has read all of its own.
+    assert query_logs("timeout", service="api")["unread"] == ["journal/system.journal (binary, not text)"]
     assert query_logs("timeout")["unread"] == ["journal/system.journal (binary, not text)"]
     write(logs / "wtmp", b"\x00\x01" * 100)
     # A file directly under the root may hold any service's lines.
@@ -278,7 +282,8 @@ def test_a_search_reads_its_scope_first(logs, monkeypatch):
     os.utime(logs / "orders" / "app.log", (1, 1))
     monkeypatch.setenv("DIAGNOSIS_LOGS_MAX_BYTES", str(len(own)))
     found = query_logs("HikariCP", service="orders")
-    # The asked service's file is read first although it is older; the other's is not its scope.
-    assert found["total"] == 1 and found["unread"] == []
+    # The asked service's file is read first although it is older; the other's, which the bound left
+    # out, may hold lines that name orders, so the search says it did not read it.
+    assert found["total"] == 1 and found["unread"] == [f"other/app.log (past the {len(own)} bytes a search reads)"]
     with pytest.raises(SourceError):
         Places.from_file(str(logs / "nowhere.toml"))

@@ -50,3 +50,10 @@ def test_the_tool_finds_the_fixture_line_by_another_form():
     found = query_logs("payment callback failure", service="payment-service")
     assert found["total"] >= 1
     assert any("callback failed" in log["message"] for log in found["logs"])
+
+
+@pytest.mark.parametrize("hidden", ["\u200b", "\u200c", "\u200d", "\u2060", "\ufeff", "\u00ad", "\u180e"])
+def test_a_character_no_reader_sees_neither_hides_a_word_nor_makes_one(hidden):
+    # A log writer can spell `r\u200be\u200bf...` so that a reader sees "refused" and no word matches.
+    assert matches("connection refused", f"upstream connection {hidden.join('refused')} by 10.0.0.3")
+    assert not matches("connection refused", f"upstream connection {hidden.join('reused')}")

@@ -59,3 +59,27 @@ def test_on_the_fixture_world_every_benchmark_query_finds_the_same_lines():
 def test_an_index_of_no_records_finds_nothing_and_a_query_of_no_concepts_every_record():
     assert Index([]).search(read_query("HikariCP", SYNONYMS, SERVICES)) == {}
     assert Index(["a", "b"]).search(read_query("", SYNONYMS, SERVICES)) == {0: 0, 1: 0}
+
+
+# Characters that fold, compose, change length when case folded, hide, or separate words: the index
+# folds the texts of many records at once and by slices, line_matches one text at a time.
+ALPHABET = list("abfiledrunsg019 -_.:|=\t\n") + ["\u00a0", "\u3000", "  ", "\u2028", "\x85", "é", "É", "e\u0301",
+                                                "\u0301", "中", "文", "ß", "ẞ", "ſ", "\u212a", "İ", "ﬁ", "Ａ", "ａ", "１",
+                                                "\u200b", "\u00ad", "\ufeff", "²", "①", "Ⅻ", "ǅ", "\x00", "\ufffd"]
+
+
+@settings(max_examples=400, deadline=None)
+@given(lines=st.lists(st.lists(st.sampled_from(ALPHABET), max_size=30).map("".join), min_size=1, max_size=8),
+       query=st.lists(st.sampled_from(ALPHABET + ["failed ", "run ", "中文 ", "ab-1 "]), max_size=12).map("".join),
+       share=st.sampled_from([1.0, 0.5]))
+def test_the_index_agrees_with_line_by_line_matching_on_any_characters(lines, query, share):
+    wanted = read_query(query, {"g": ("ab", "a b", "中文")}, ("ab-1",))
+    assert Index(lines).search(wanted, share) == reference(lines, wanted, share)
+
+
+def test_an_index_built_in_slices_is_the_index_built_at_once(monkeypatch):
+    lines = [f"  line {n}\tof  many records  " for n in range(50)]
+    whole = Index(lines)
+    monkeypatch.setattr("tools.search.FOLD_SLICE", 7)
+    sliced = Index(lines)
+    assert (sliced.text, list(sliced.starts), sliced.size) == (whole.text, list(whole.starts), whole.size)

@@ -6,8 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tools.sources.interfaces import MetricsSource
-from tools.sources.logs.reading import Lines, searchable
-from tools.sources.logs.records import RecordLogSource, Searched
+from tools.sources.logs.records import RecordLines, RecordLogSource, Searched
 from tools.sources.runbooks import RunbookDirectory
 from tools.world import ALERT_STATES, World
 
@@ -36,7 +35,7 @@ class FixtureLogs(RecordLogSource):
     def __init__(self, world: World, synonyms: dict[str, tuple[str, ...]]):
         super().__init__(synonyms)
         self.world = world
-        self.lines = Lines(records=world.logs, texts=[searchable(r, r["message"]) for r in world.logs])
+        self.lines = RecordLines(world.logs)
 
     @property
     def label(self) -> str:

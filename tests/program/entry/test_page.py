@@ -176,7 +176,7 @@ def test_a_fabricated_quote_is_shown_blocked_with_the_gatekeeper_s_reason_and_no
     assert result.verdict == "REJECT"
     html = _page(store, result.session_id)
     page = Parsed(html)
-    assert "Executor attempt 1, retried" in html
+    assert "Executor attempt 1, not used" in html
     card = html.split('id="final-1"')[1]
     assert '<span class="badge blocked">blocked</span>' in card and "reject evidence.excerpt_mismatch" in card
     assert "excerpt says &#39;95%&#39; where the ref says &#39;91%&#39;" in card
@@ -248,7 +248,7 @@ def test_a_record_this_version_cannot_read_is_a_page_that_says_so_not_a_tracebac
     with sqlite3.connect(path) as db:
         db.execute("update diagnosis_sessions set record = json_set(record, '$.status', 'lost')")
     answer = _app(store).get(f"/sessions/{session_id}")
-    assert answer.status_code == 500 and "The session cannot be read" in answer.text
+    assert answer.status_code == 422 and "The session cannot be read" in answer.text
     assert "stored in a form this version cannot read" in answer.text and "Traceback" not in answer.text
 
 

@@ -225,3 +225,43 @@ def test_what_a_reader_would_see_of_a_quote_may_hold_no_bidi_controls():
         assert result.severity == "low_confid" and result.failed_rules == ["evidence.bidi_control"], result.errors
     clean = gatekeeper.check(_quote("GC count 128"), [invocation], SESSION, toolbox=TOOLBOX)
     assert clean.status == "pass" and clean.checked_bindings[0].context == "GC count 128"
+
+
+def _no_hit(tool: str, **arguments) -> ToolInvocation:
+    """A real search of the fixture world that finds nothing, as the recorder stores it."""
+    from tools.recorder import extract_retrieval_details
+
+    output = TOOLBOX.get(tool).function(**arguments)
+    assert output["success"] and output["total"] == 0, output
+    return ToolInvocation(id=9, session_id=SESSION, tool_name=tool, input=arguments, output=output,
+                          retrieval_details=extract_retrieval_details(TOOLBOX.get(tool), output), success=True)
+
+
+def _absence(tool: str, excerpt: str) -> ExecutorOutput:
+    return ExecutorOutput(claims=[Claim(claim_id="claim-1", claim_type="negative_observation",
+                                        claim_text="inventory-service 未见 HikariCP 连接池耗尽",
+                                        evidence_bindings=[EvidenceBinding(tool_name=tool, source_invocation_id=9,
+                                                                           raw_path=None, evidence_excerpt=excerpt)])])
+
+
+@pytest.mark.parametrize(("tool", "arguments", "excerpt"), [
+    # The issue's: the echoed query alone, which reads like a finding.
+    ("query_logs", {"query": "HikariCP 连接池耗尽", "service": "inventory-service"}, "HikariCP 连接池耗尽"),
+    # Variants: with its quotes, with its argument names, the service alone, an alert lookup's echo.
+    ("query_logs", {"query": "HikariCP 连接池耗尽", "service": "inventory-service"}, "'HikariCP 连接池耗尽'"),
+    ("query_logs", {"query": "HikariCP 连接池耗尽", "service": "inventory-service"},
+     "query='HikariCP 连接池耗尽', service='inventory-service'"),
+    ("query_logs", {"query": "connection pool exhausted", "service": "inventory-service"}, "connection pool exhausted"),
+    ("query_metrics", {"service": "inventory-service", "alert_name": "HighMemoryUsage"},
+     "service='inventory-service', alert_name='HighMemoryUsage'"),
+])
+def test_a_no_hit_excerpt_that_quotes_only_the_echoed_search_does_not_pass(tool, arguments, excerpt):
+    result = gatekeeper.check(_absence(tool, excerpt), [_no_hit(tool, **arguments)], SESSION, toolbox=TOOLBOX)
+    assert result.status == "fail" and result.failed_rules == [gatekeeper.NO_HIT_ECHO], result.errors
+
+
+def test_a_no_hit_excerpt_that_says_nothing_was_found_passes():
+    invocation = _no_hit("query_logs", query="HikariCP 连接池耗尽", service="inventory-service")
+    for excerpt in ("未找到匹配的日志", "no log lines matched query='HikariCP 连接池耗尽'", invocation.retrieval_details.message):
+        result = gatekeeper.check(_absence("query_logs", excerpt), [invocation], SESSION, toolbox=TOOLBOX)
+        assert result.status == "pass", (excerpt, result.errors)

@@ -8,7 +8,7 @@ import pytest
 
 from program.entry import cli
 from program.entry.api import diagnose
-from program.evidence.language import HAN, TEXT, answer_language, question_language
+from program.evidence.language import HAN, NO_HIT, TEXT, answer_language, question_language
 from tests.support.good_lm import good_lm
 
 ENGLISH = "Only confirm whether inventory-service has HikariCP connection pool exhaustion."
@@ -38,7 +38,10 @@ def test_a_setting_overrides_the_question_and_a_bad_one_is_an_error(monkeypatch)
 def test_both_languages_have_every_sentence():
     assert TEXT["zh"].keys() == TEXT["en"].keys()
     assert not any(HAN.search(text) for text in TEXT["en"].values())
-    assert all(HAN.search(text) for key, text in TEXT["zh"].items() if key not in ("excerpt_join",))
+    assert all(HAN.search(text) for key, text in TEXT["zh"].items() if key not in ("excerpt_join", "negative_line"))
+    assert NO_HIT["zh"].keys() == NO_HIT["en"].keys()
+    assert not any(HAN.search(text) for text in NO_HIT["en"].values())
+    assert all(HAN.search(text) for text in NO_HIT["zh"].values())
 
 
 def test_an_english_question_gets_an_english_answer_in_the_result_and_the_record(cases, store):
@@ -46,7 +49,7 @@ def test_an_english_question_gets_an_english_answer_in_the_result_and_the_record
     result = diagnose(case["question"], lm=good_lm(case), db=store)
     assert result.verdict == "PASS" and result.language == "en"
     assert result.answer.startswith("Conclusion: the evidence was verified.")
-    assert "No real evidence found: query_logs(" in result.answer
+    assert "- inventory-service's logs have no line matching 'HikariCP' (the search found none)" in result.answer
     assert not HAN.search(result.answer)
     record = store.get_session(result.session_id)
     assert record.language == "en" and record.answer == result.answer
@@ -56,7 +59,7 @@ def test_a_chinese_question_keeps_its_chinese_answer(cases, store):
     case = cases["hikaricp_negative"]
     result = diagnose(case["question"], lm=good_lm(case), db=store)
     assert result.language == "zh" and result.answer.startswith("结论：证据核实通过。")
-    assert "未检索到真实证据：query_logs(" in result.answer
+    assert "- inventory-service 的日志中没有与“HikariCP”匹配的记录（检索未找到）" in result.answer
 
 
 def test_the_cli_answers_in_the_language_asked_for(cases, monkeypatch, tmp_path, capsys):

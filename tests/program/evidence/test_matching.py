@@ -180,3 +180,32 @@ def test_bidi_controls_are_characters_of_their_own():
 ])
 def test_a_quote_starts_and_ends_beside_a_gap_or_a_chinese_word_boundary(excerpt, ref, ok):
     assert match_excerpt(excerpt, ref).ok is ok
+
+
+# Full-width CJK punctuation separates words as its ASCII form does: the issue's two quotes, then
+# variants written for issue 30 (the marks of its list, each before or after a quote).
+CJK_REF = "连接池耗尽排查：检查 HikariCP active 是否达到 maximumPoolSize，确认是否存在慢 SQL 或连接泄漏。"
+
+
+@pytest.mark.parametrize(("quote", "ref"), [
+    ("检查 HikariCP active 是否达到 maximumPoolSize", CJK_REF),
+    ("连接池耗尽排查", CJK_REF),
+    ("检查慢查询日志", "巡检状态：连接池正常！下一步？检查慢查询日志"),
+    ("连接池已恢复", "结论：连接池已恢复"),
+    ("timeout after 30s", "请求超时：timeout after 30s"),
+    ("HikariCP active=50/50", "检查项：HikariCP active=50/50；idle=0"),
+    ("连接池已耗尽", "「连接池已耗尽」（active=50/50）"),
+    ("firing since 10:02", "『订单服务告警』；firing since 10:02"),
+    ("慢查询超过阈值", "巡检结果？慢查询超过阈值！请处理"),
+])
+def test_full_width_cjk_punctuation_is_a_gap_as_its_ascii_form_is(quote, ref):
+    assert match_excerpt(quote, ref).ok
+
+
+@pytest.mark.parametrize(("quote", "ref"), [
+    ("250ms in total", "请求耗时：1,250ms in total"),
+    ("available for 5m", "服务状态：unavailable for 5m"),
+    ("检查 HikariCP active 是否达到 maximumPool", CJK_REF),
+])
+def test_a_quote_cut_inside_a_token_beside_full_width_punctuation_is_still_refused(quote, ref):
+    assert not match_excerpt(quote, ref).ok

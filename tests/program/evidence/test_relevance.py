@@ -63,3 +63,23 @@ def test_an_exclusion_that_would_empty_the_target_leaves_it_whole_so_an_off_topi
     assert asked.topics and target.topics == asked.topics
     slow = "[10:01][WARN][order-service] Slow query on orders table: 2300ms"
     assert "does not concern" in off_topic("order-service 存在慢查询日志：Slow query 2300ms", [slow], target)
+
+
+def test_a_quoted_value_names_a_name_only_whole():
+    catalog = active_catalog()
+    whole = question_target('Only confirm whether "order-service" has the "HighMemoryUsage" alert', catalog)
+    assert (whole.services, whole.alerts, whole.unknown) == (("order-service",), ("HighMemoryUsage",), ())
+    assert [g[0] for g in whole.topics] == ["highmemoryusage"]
+    spelled = question_target('Only confirm whether "order-service\\\\" has the "HighMemoryUsage" alert', catalog)
+    assert (spelled.services, spelled.unknown) == ((), ("order-service\\",))
+    # Outside quotes the asker's words are read as before.
+    assert question_target("只确认 order-service 是否存在 HighMemoryUsage 告警", catalog).services == ("order-service",)
+
+
+def test_a_quoted_value_that_names_nothing_must_be_held_whole_by_the_evidence():
+    target = question_target('order-service 的日志里有没有 "connect to orders-db refused"', active_catalog())
+    assert target.services == ("order-service",) and target.unknown == ("connect to orders-db refused",)
+    line = "[11:20][ERROR][order-service] connect to orders-db refused (attempt 3)"
+    assert off_topic("order-service 有 connect to orders-db refused 的日志", [line], target) is None
+    other = "[11:20][ERROR][order-service] connect to orders-db timed out"
+    assert "no cited evidence holds it whole" in off_topic("order-service 有 connect to orders-db 的日志", [other], target)

@@ -141,3 +141,25 @@ def test_a_failed_runbook_lookup_is_noted_and_does_not_cap_a_verified_alert(case
     assert [i.success for i in store.list_invocations(result.session_id)] == [True, False]
     assert result.verdict == "PASS" and "tools.call_failed" not in {e.rule for e in result.errors}
     assert "tools.call_failed" in {n.rule for n in record.notes}
+
+
+# The issue's sentence (no name, no number), then causes and fixes written for issue 30.
+UNSUPPORTED_ADDITIONS = ["原因是上周的发布引入了缓存泄漏，请回滚", "根本原因是数据库索引缺失，建议立即重建索引。",
+                         "This was caused by last week's deploy; roll it back.", "需要进一步排查 GC 参数配置。",
+                         "order-service 的 HighMemoryUsage 告警正在 firing。原因可能是缓存没有设置过期时间。"]
+
+
+@pytest.mark.parametrize("answer", UNSUPPORTED_ADDITIONS)
+def test_a_composed_sentence_no_verified_claim_grounds_is_not_shown(cases, store, answer):
+    case = broad(cases["high_memory_positive"], "排查 order-service 的内存告警情况。")
+    result = diagnose(case["question"], lm=good_lm(case, composer=lambda u: {"answer": answer}), db=store)
+    assert result.verdict == "PASS" and result.composer_status == "replaced"
+    reasons = store.get_session(result.session_id).composer_output.reasons
+    assert any("which no verified claim or its evidence grounds" in r for r in reasons)
+
+
+def test_a_composed_answer_that_restates_the_verified_claims_is_shown(cases, store):
+    case = broad(cases["high_memory_positive"], "排查 order-service 的内存告警情况。")
+    answer = "order-service 的 HighMemoryUsage 告警正在 firing，内存使用率 91%，阈值 85%。"
+    result = diagnose(case["question"], lm=good_lm(case, composer=lambda u: {"answer": answer}), db=store)
+    assert (result.verdict, result.composer_status, result.answer) == ("PASS", "valid", answer)

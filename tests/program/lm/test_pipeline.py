@@ -34,11 +34,22 @@ def test_high_memory_positive(cases, store):
 
 def test_a_broad_question_gets_a_composed_answer_and_may_gather_more(cases, store):
     case = broad(cases["high_memory_positive"], "排查 order-service 的内存告警情况。")
-    result = run(case, store)
+    # The gold answer's facts, each grounded in the verified claim.
+    composed = case["gold"]["answer"].split("。")[0] + "。"
+    result = run(case, store, composer=lambda user: {"answer": composed})
     assert result.verdict == "PASS" and result.composer_status == "valid"
-    assert result.answer == case["gold"]["answer"]
+    assert result.answer == composed
     record = store.get_session(result.session_id)
     assert record.usage["executor_tools"].lm_calls == 1  # a second round was offered; the LM said enough
+
+
+def test_a_composed_answer_that_adds_what_to_do_next_is_replaced(cases, store):
+    # The seed's gold answer ends with a hypothesis and what would test it ("需要堆 dump 或对象分配统计"):
+    # no verified claim grounds that clause, so the answer shown is code's.
+    case = broad(cases["high_memory_positive"], "排查 order-service 的内存告警情况。")
+    result = run(case, store)
+    assert result.verdict == "PASS" and result.composer_status == "replaced"
+    assert "需要堆 dump" not in result.answer and "91%" in result.answer
 
 
 def test_slow_response_binds_alert_and_logs_to_one_claim(cases, store):
@@ -68,7 +79,7 @@ def test_hikaricp_negative_never_passes_a_positive_claim(cases, store):
     assert "generic-service" not in store.get_session(result.session_id).model_dump_json()
     verified = [c for c in result.claims if c.verification_status == "verified"]
     assert verified and all(c.claim.claim_type == "negative_observation" for c in verified)
-    assert "未检索到真实证据" in result.answer
+    assert "inventory-service 的日志中没有与“HikariCP”匹配的记录（检索未找到）" in result.answer
 
 
 def test_gatekeeper_reject_fixture_is_rejected_retried_and_stored(cases, store):

@@ -17,15 +17,18 @@ Formats, in the order a line is tried once its file's own format failed:
   the record before it (a stack trace).
 
 PostgreSQL's csvlog is read a file at a time (a quoted field may hold newlines): `csv_entries`.
+Which formats' records may span lines, and how a container's partial entries and PostgreSQL's
+DETAIL lines find the record they go on, is reading.py's to decide with `SPANS_LINES`,
+`stream_of` and `pid_of`.
 """
 
 from __future__ import annotations
 
 import csv
-import io
+import itertools
 import json
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -131,13 +134,16 @@ def parse_json(line: str) -> Entry | None:
         return None
     try:
         obj = json.loads(line)
+        if not isinstance(obj, dict) or not obj:
+            return None
+        if isinstance(obj.get("log"), str) and isinstance(obj.get("stream"), str) and "time" in obj:
+            return _docker(obj)
+        return _fielded(_flat(obj), "json")
     except ValueError:
         return None
-    if not isinstance(obj, dict) or not obj:
+    except RecursionError:
+        # Nested deeper than Python reads or shows JSON: the line is read as text, every word of it.
         return None
-    if isinstance(obj.get("log"), str) and isinstance(obj.get("stream"), str) and "time" in obj:
-        return _docker(obj)
-    return _fielded(_flat(obj), "json")
 
 
 def _docker(obj: dict[str, Any]) -> Entry:
@@ -294,9 +300,9 @@ SEVERITY_REACH = 80
 def parse_text(line: str) -> Entry:
     """Any line: searched as written. Its leading time and severity word are read where it has them."""
     stamp = LEADING_TIME.match(line)
-    head = line[stamp.end():] if stamp else line
+    start = stamp.end() if stamp else 0
     level = None
-    for word in SEVERITY_WORD.finditer(head[:SEVERITY_REACH]):
+    for word in SEVERITY_WORD.finditer(line[start:start + SEVERITY_REACH]):
         spelled = word[1] or word[2]
         if word[2] or spelled.isupper():
             level = normal_level(spelled)
@@ -338,15 +344,18 @@ def read_line(line: str, preferred: str | None = None) -> Entry:
     return parse_text(line)
 
 
-def file_format(sample: list[str]) -> str | None:
-    """The format most of a file's first lines are in, or None when no format reads most of them."""
+def file_format(sample: list[str]) -> tuple[str | None, bool]:
+    """The format most of a file's first lines are in, or None when no format reads most of them;
+    and whether any of them has a time of its own."""
     counts: dict[str, int] = {}
+    stamped = False
     for line in sample:
         entry = read_line(line)
         name = "json" if entry.format == "docker json-file" else entry.format
         counts[name] = counts.get(name, 0) + 1
+        stamped = stamped or entry.stamped
     best = max((n for n in counts if n != "text"), key=lambda n: counts[n], default=None)
-    return best if best is not None and counts[best] * 2 >= len(sample) else None
+    return (best if best is not None and counts[best] * 2 >= len(sample) else None), stamped
 
 
 # PostgreSQL's csvlog columns (PostgreSQL 15 documentation, "Using CSV-Format Log Output").
@@ -356,21 +365,70 @@ CSV_COLUMNS = ("log_time", "user_name", "database_name", "process_id", "connecti
                "internal_query_pos", "context", "query", "query_pos", "location", "application_name",
                "backend_type", "leader_pid", "query_id")
 CSV_TIME = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \S+$")
+# A line that begins a csvlog row: its time, then the next field.
+CSV_ROW_START = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? [^,\s]+,")
+# A field may be as long as a statement PostgreSQL logs, far past the csv module's default 128 KiB.
+csv.field_size_limit(max(csv.field_size_limit(), 2**31 - 1))
 
 
-def is_csvlog(text: str) -> bool:
-    """Whether a file's first row is a PostgreSQL csvlog row (a quoted field of it may hold newlines)."""
+class _Taken:
+    """Lines handed to a csv reader, remembering those of the row being read."""
+
+    def __init__(self, lines: Iterable[str]):
+        self.lines = iter(lines)
+        self.taken: list[str] = []
+
+    def __iter__(self) -> _Taken:
+        return self
+
+    def __next__(self) -> str:
+        line = next(self.lines)
+        self.taken.append(line)
+        return line
+
+
+def _csv_row(row: list[str] | None) -> Entry | None:
+    if not row or len(row) < 22 or CSV_TIME.match(row[0]) is None:
+        return None
+    named = dict(zip(CSV_COLUMNS, row))
+    fields = tuple((k, v) for k, v in named.items()
+                   if v and k not in ("log_time", "error_severity", "message", "application_name"))
+    return Entry(format="postgresql csvlog", message=f"{row[11]}:  {row[13]}", timestamp=row[0],
+                 level=normal_level(row[11]), fields=fields)
+
+
+def is_csvlog(lines: Iterable[str]) -> bool:
+    """Whether a file's first row (from the first of its first lines that begins one) is a
+    PostgreSQL csvlog row; `lines` are its lines without their newlines, read only as far as needed."""
+    lines = iter(lines)
+    start = next((line for line in itertools.islice(lines, 50) if CSV_ROW_START.match(line)), None)
+    if start is None:
+        return False
     try:
-        row = next(csv.reader(io.StringIO(text[:65536], newline="")))
+        row = next(csv.reader(itertools.chain([start + "\n"], (line + "\n" for line in lines))))
     except (csv.Error, StopIteration):
         return False
-    return len(row) >= 22 and CSV_TIME.match(row[0]) is not None and normal_level(row[11]) is not None
+    entry = _csv_row(row)
+    return entry is not None and entry.level is not None
 
 
-def csv_entries(text: str) -> Iterator[tuple[int, Entry]]:
-    """(line number, entry) for each row of a PostgreSQL csvlog; a row that is no csvlog row is text."""
-    reader = csv.reader(io.StringIO(text, newline=""))
-    start = 1
+def csv_entries(lines: Iterable[str], first: int = 1) -> Iterator[tuple[int, Entry]]:
+    """(line number, entry) for each row of a PostgreSQL csvlog, from lines that each end in a
+    newline. What is no csvlog row (lines before the first row begins, in a file read from its
+    middle; a row the csv reader refuses or that has not the csvlog's columns) is read line by
+    line, as text: every line is still searched."""
+    lines = iter(lines)
+    number = first
+    for line in lines:
+        if CSV_ROW_START.match(line):
+            break
+        if line.strip():
+            yield number, parse_text(line.rstrip("\n"))
+        number += 1
+    else:
+        return
+    taken = _Taken(itertools.chain([line], lines))
+    reader = csv.reader(taken)
     while True:
         try:
             row = next(reader)
@@ -378,15 +436,30 @@ def csv_entries(text: str) -> Iterator[tuple[int, Entry]]:
             return
         except csv.Error:
             row = None
-        if row and len(row) >= 22 and CSV_TIME.match(row[0]):
-            named = dict(zip(CSV_COLUMNS, row))
-            fields = tuple((k, v) for k, v in named.items()
-                           if v and k not in ("log_time", "error_severity", "message", "application_name"))
-            yield start, Entry(format="postgresql csvlog", message=f"{row[11]}:  {row[13]}", timestamp=row[0],
-                               level=normal_level(row[11]), fields=fields)
-        elif row:
-            yield start, parse_text(",".join(row))
-        start = reader.line_num + 1
+        entry = _csv_row(row)
+        if entry is not None:
+            yield number, entry
+        else:
+            for at, line in enumerate(taken.taken):
+                if line.strip():
+                    yield number + at, parse_text(line.rstrip("\n"))
+        number += len(taken.taken)
+        taken.taken = []
+
+
+# Formats whose records may go on over lines that have no time of their own (a stack trace after a
+# logger's line, a statement PostgreSQL logs over several lines). A JSON, logfmt, syslog or access
+# log record is one line: an untimed line after it was written by something else, and is a record.
+SPANS_LINES = frozenset({"text", "postgresql", "bracketed"})
+
+
+def stream_of(entry: Entry) -> str:
+    """The stream a container runtime's entry came on: partial entries go on within their stream."""
+    return dict(entry.fields).get("stream", "")
+
+
+def pid_of(entry: Entry) -> str | None:
+    return dict(entry.fields).get("pid")
 
 
 def sort_key(stamp: str) -> str:

@@ -64,6 +64,11 @@ def _kubernetes(parts: tuple[str, ...]) -> str | None:
             return workload(found["pod"])
     if len(parts) >= 2 and parts[-2] == "containers" and (found := CONTAINER_FILE.match(parts[-1])):
         return workload(found["pod"])
+    # The root may be /var/log/pods or /var/log/containers itself.
+    if len(parts) == 3 and (found := POD_DIRECTORY.match(parts[0])):
+        return workload(found["pod"])
+    if len(parts) == 1 and (found := CONTAINER_FILE.match(parts[0])):
+        return workload(found["pod"])
     return None
 
 
