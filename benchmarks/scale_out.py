@@ -29,6 +29,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -108,12 +109,15 @@ def _wait(url: str, timeout: float = 120) -> None:
     sys.exit(f"{url} did not answer in {timeout} s")
 
 
-def _drained(client: httpx.Client, url: str, count: int) -> list[dict]:
+def _drained(client: httpx.Client, url: str, count: int, timeout: float = 3600) -> list[dict]:
     """Every session's record once all `count` have ended."""
+    deadline = time.monotonic() + timeout
     while True:
         listed = client.get(f"{url}/v1/sessions", params={"limit": 1000}).json()["sessions"]
         if len(listed) >= count and all(s["status"] in ("completed", "failed", "interrupted") for s in listed):
             break
+        if time.monotonic() > deadline:
+            sys.exit(f"the queue did not drain in {timeout} s: {[s['status'] for s in listed]}")
         time.sleep(1)
     records = []
     for summary in listed:
@@ -128,6 +132,13 @@ def _drained(client: httpx.Client, url: str, count: int) -> list[dict]:
     return records
 
 
+def needed(per: dict, per_hour: int) -> dict:
+    """What `per_hour` alerts an hour asks of the LM server, at the measured tokens per diagnosis."""
+    return {"per_hour": per_hour, "per_minute": round(per_hour / 60, 2),
+            "prompt_tokens_per_second": round(per["prompt_tokens"] * per_hour / 3600, 1),
+            "written_tokens_per_second": round(per["completion_tokens"] * per_hour / 3600, 1)}
+
+
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))  # the servers' launchers live with the tests
     from tests.support.lm_server import llama_cpp_server
@@ -137,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default="embedded", help="the embedded model the LM server serves")
     parser.add_argument("--alerts", type=int, default=8)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
+    parser.add_argument("--per-hour", type=int, default=100, help="the alert rate to size the LM server for")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
     run = "scale-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -154,14 +166,21 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{workers} worker(s): {config['alerts']} diagnoses in {config['seconds']} s, "
                   f"{config['per_minute']} per minute (load {config['load']})", flush=True)
     rows = [s for c in configs for s in c["sessions"]]
-    per = {key: statistics.median(r[key] for r in rows) for key in ("prompt_tokens", "completion_tokens", "lm_calls")}
-    (out / "results.json").write_text(json.dumps({"meta": meta, "per_diagnosis": per, "configs": configs},
-                                                 ensure_ascii=False, indent=2), encoding="utf-8")
+    per = {key: statistics.median(r[key] for r in rows)
+           for key in ("prompt_tokens", "completion_tokens", "lm_calls", "seconds")}
+    need = needed(per, args.per_hour)
+    (out / "results.json").write_text(json.dumps({"meta": meta, "per_diagnosis": per, "needed": need,
+                                                  "configs": configs}, ensure_ascii=False, indent=2), encoding="utf-8")
     lines = [f"# Scale-out {run}", "", f"LM server: llama_cpp.server with `{args.model}`; {meta['machine']}.", "",
              "| serve workers | diagnoses | seconds | per minute | load |", "| --- | --- | --- | --- | --- |"]
     lines += [f"| {c['workers']} | {c['alerts']} | {c['seconds']} | {c['per_minute']} | {c['load']} |" for c in configs]
+    verdicts = Counter(r["verdict"] for r in rows)
     lines += ["", f"Per diagnosis (median of {len(rows)}): {per['prompt_tokens']} prompt tokens, "
-              f"{per['completion_tokens']} written tokens, {per['lm_calls']} LM calls."]
+              f"{per['completion_tokens']} written tokens, {per['lm_calls']} LM calls, {per['seconds']} s in the "
+              f"stages. Verdicts: {dict(verdicts)}.", "",
+              f"{args.per_hour} alerts an hour is {need['per_minute']} diagnoses per minute: the LM server must "
+              f"sustain {need['prompt_tokens_per_second']} prompt tokens/s and {need['written_tokens_per_second']} "
+              f"written tokens/s (these medians times {args.per_hour}, over 3,600 s), before any prefix cache."]
     text = "\n".join(lines) + "\n"
     (out / "report.md").write_text(text, encoding="utf-8")
     print(text)
