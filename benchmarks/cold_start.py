@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/cold_start.py          # the embedded default; it takes the model lock itself
     .venv/bin/python benchmarks/cold_start.py --lm embedded-small
+    .venv/bin/python benchmarks/cold_start.py --hold-lock   # the lock for the whole run, taken once
 
 This process loads the model and answers a warm-up question first. Then, for each question in
 turn (so that a change in the machine's load falls on all three alike), after waiting (without
@@ -34,13 +35,14 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 
 import dspy
 
 from diagnosis_time import questions
-from machine import model_lock, wait_quiet
+from machine import cpu_busy, model_lock, wait_quiet
 from program.entry.api import diagnose
 from program.lm.engine import EMBEDDED, resolve_lm
 from program.lm.transcript import recording_lm
@@ -150,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="results")
     parser.add_argument("--busy", type=float, default=0.5, help="the CPU share others may be using when a question starts")
     parser.add_argument("--wait", type=float, default=900, help="seconds to wait for that, at most, per question")
+    parser.add_argument("--hold-lock", action="store_true",
+                        help="hold the model lock for the whole run (no waiting for quiet CPUs under it)")
     args = parser.parse_args(argv)
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
     run = "cold-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
@@ -157,19 +161,22 @@ def main(argv: list[str] | None = None) -> int:
     (out / "cold").mkdir(parents=True)
     by_id = {q["id"]: q for q in questions("all")}
     meta = {"run": run, "lm": args.lm, "started": datetime.now(UTC).isoformat(),
-            "machine": f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start"}
-    with tempfile.TemporaryDirectory() as saved:
+            "machine": f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start",
+            "lock": "held for the whole run" if args.hold_lock else "taken per question"}
+    # A lock held for the whole run is not taken again per step: a second flock in one process waits for the first.
+    each = nullcontext if args.hold_lock else model_lock
+    with model_lock() if args.hold_lock else nullcontext(), tempfile.TemporaryDirectory() as saved:
         prefixes, probes = Path(saved) / "prefixes", Path(saved) / "probes"
         os.environ.update({"DIAGNOSIS_PREFIX_CACHE": str(prefixes), "DIAGNOSIS_PROBE_CACHE": str(probes)})
         lm = recording_lm(resolve_lm(args.lm), out / "transcript.jsonl", serve_repeats=False)
-        with model_lock():
+        with each():
             warm_up = warm_run(by_id[WARM_UP]["question"], lm)
         print(f"warm-up {WARM_UP}: {warm_up['seconds']} s (model load included)", flush=True)
         rows = []
         for qid in QUESTIONS[: args.questions]:
             question = by_id[qid]["question"]
-            busy = wait_quiet(args.busy, args.wait)
-            with model_lock(), tempfile.TemporaryDirectory() as empty:
+            busy = cpu_busy() if args.hold_lock else wait_quiet(args.busy, args.wait)
+            with each(), tempfile.TemporaryDirectory() as empty:
                 none = cold_ask(question, args.lm, out / "cold", f"{qid}-nothing-saved", Path(empty) / "prefixes",
                                 Path(empty) / "probes")
                 cached = cold_ask(question, args.lm, out / "cold", f"{qid}-cold", prefixes, probes)
