@@ -30,6 +30,7 @@ import tempfile
 import time
 import uuid
 from collections import Counter
+from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -139,6 +140,23 @@ def needed(per: dict, per_hour: int) -> dict:
             "written_tokens_per_second": round(per["completion_tokens"] * per_hour / 3600, 1)}
 
 
+def size_from(results: Path, per_hour: int) -> int:
+    """The sizing at the tokens per diagnosis a recorded diagnosis benchmark run measured."""
+    rows = json.loads(results.read_text(encoding="utf-8"))["rows"]
+    for name, pick in (("median", statistics.median), ("mean", statistics.mean)):
+        per = {"prompt_tokens": round(pick(r["prompt_tokens"] for r in rows)),
+               "completion_tokens": round(pick(r["completion_tokens"] for r in rows))}
+        need = needed(per, per_hour)
+        print(f"{results.parent.name}, {len(rows)} diagnoses, {name}: {per['prompt_tokens']} prompt and "
+              f"{per['completion_tokens']} written tokens per diagnosis; {per_hour} alerts an hour "
+              f"({need['per_minute']} per minute) asks {need['prompt_tokens_per_second']} prompt tokens/s and "
+              f"{need['written_tokens_per_second']} written tokens/s of the LM server")
+    seconds = sum(r["seconds"] for r in rows)
+    print(f"one warm process there: {len(rows)} diagnoses in {seconds:.0f} s, "
+          f"{len(rows) / seconds * 60:.2f} per minute one after another")
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     sys.path.insert(0, str(ROOT))  # the servers' launchers live with the tests
     from tests.support.lm_server import llama_cpp_server
@@ -146,11 +164,17 @@ def main(argv: list[str] | None = None) -> int:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="embedded", help="the embedded model the LM server serves")
+    parser.add_argument("--lm-url", help="an OpenAI-compatible LM server's root (…/v1) serving `qwen`, instead of "
+                                         "starting llama_cpp.server")
     parser.add_argument("--alerts", type=int, default=8)
     parser.add_argument("--workers", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--per-hour", type=int, default=100, help="the alert rate to size the LM server for")
+    parser.add_argument("--size-from", help="a diagnosis benchmark run's results.json: print what --per-hour asks "
+                                            "at its tokens per diagnosis, and run nothing")
     parser.add_argument("--out", default="results")
     args = parser.parse_args(argv)
+    if args.size_from:
+        return size_from(Path(args.size_from), args.per_hour)
     run = "scale-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = Path(args.out) / run
     out.mkdir(parents=True)
@@ -158,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
             "machine": f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start"}
     pairs = alert_pairs(args.alerts)
     configs = []
-    with postgres_server() as admin, llama_cpp_server(args.model) as lm_url:
+    with postgres_server() as admin, (nullcontext(args.lm_url) if args.lm_url else llama_cpp_server(args.model)) as lm_url:
         for workers in args.workers:
             config = run_config(workers, database(admin), lm_url, pairs, out)
             config["load"] = round(os.getloadavg()[0], 2)
@@ -171,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     need = needed(per, args.per_hour)
     (out / "results.json").write_text(json.dumps({"meta": meta, "per_diagnosis": per, "needed": need,
                                                   "configs": configs}, ensure_ascii=False, indent=2), encoding="utf-8")
-    lines = [f"# Scale-out {run}", "", f"LM server: llama_cpp.server with `{args.model}`; {meta['machine']}.", "",
+    lines = [f"# Scale-out {run}", "", f"LM server: {args.lm_url or 'llama_cpp.server with `' + args.model + '`'}; {meta['machine']}.", "",
              "| serve workers | diagnoses | seconds | per minute | load |", "| --- | --- | --- | --- | --- |"]
     lines += [f"| {c['workers']} | {c['alerts']} | {c['seconds']} | {c['per_minute']} | {c['load']} |" for c in configs]
     verdicts = Counter(r["verdict"] for r in rows)
