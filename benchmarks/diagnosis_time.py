@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/diagnosis_time.py                    # embedded default, LM cache off
     .venv/bin/python benchmarks/diagnosis_time.py --lm embedded-small --only seed
     .venv/bin/python benchmarks/diagnosis_time.py --replay results/bench-<run>   # re-score, no model
+    .venv/bin/python benchmarks/diagnosis_time.py --lm-server embedded --only seed [--schema none]
+        # the same questions through llama-cpp-python's OpenAI-compatible server serving that model
 
 Each run writes results/bench-<UTC>/: transcript.jsonl (every LM request and reply), results.json
 and report.md. A question is right when its verdict is the expected one (a PASS with the gatekeeper passing), no
@@ -22,6 +24,7 @@ import os
 import statistics
 import sys
 import time
+from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -31,7 +34,7 @@ from devset import load_cases
 from program.entry.api import diagnose
 from program.store.audit import AuditStore
 from program.evidence.scope import mentions
-from program.lm.engine import EMBEDDED, lm_spec, resolve_lm
+from program.lm.engine import EMBEDDED, base_engine, lm_spec, narrows, resolve_lm
 from program.lm.pipeline import Diagnosis
 from program.lm.transcript import recording_lm, replaying_lm
 
@@ -112,10 +115,13 @@ def score(question: dict, result, store: AuditStore) -> dict:
     }
 
 
-def make_lm(spec: str, transcript: Path, replay: bool) -> dspy.LM:
+def make_lm(spec: str, transcript: Path, replay: dict | None) -> dspy.LM:
+    """The LM to record through, or (replay: the recorded run's meta) the recorded run's replay, told
+    what the recorded LM's engine said (a server's narrowing and schema)."""
     base = resolve_lm(spec)
-    if replay:
-        return replaying_lm(base, transcript)
+    if replay is not None:
+        return replaying_lm(base, transcript, narrows=replay.get("narrows", False),
+                            supports_response_schema=replay.get("supports_response_schema", True))
     try:
         # It times diagnose(), which has no repeat cache: every call goes to the model.
         return recording_lm(base, transcript, serve_repeats=False)
@@ -162,16 +168,37 @@ def report(meta: dict, rows: list[dict], totals: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def lm_server(stack: ExitStack, model: str, schema: str | None) -> str:
+    """Start llama-cpp-python's server for `model` for this run; the LM string that reaches it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the server's launcher lives with the tests
+    from tests.support.lm_server import llama_cpp_server
+
+    os.environ["DIAGNOSIS_LM_API_BASE"] = stack.enter_context(llama_cpp_server(model))
+    if schema:
+        os.environ["DIAGNOSIS_LM_SCHEMA"] = schema
+    return "openai/qwen"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--lm", default=EMBEDDED, help="model (default: the embedded default)")
+    parser.add_argument("--lm-server", help="serve this embedded model with llama-cpp-python's server and use that")
+    parser.add_argument("--schema", choices=("auto", "json_schema", "gbnf", "json_object", "none"),
+                        help="DIAGNOSIS_LM_SCHEMA for --lm-server")
     parser.add_argument("--only", choices=("all", "seed", "unseen", "hard", "retry", "reallogs", "seed+unseen"), default="all")
     parser.add_argument("--out", default="results", help="folder for the run's directory")
     parser.add_argument("--replay", help="a run directory to re-score from its transcript, without the model")
     parser.add_argument("--ids", help="comma-separated question ids: only these of the set")
     args = parser.parse_args(argv)
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
+    with ExitStack() as stack:
+        if args.lm_server and not args.replay:
+            args.lm = lm_server(stack, args.lm_server, args.schema)
+        return bench(args)
 
+
+def bench(args) -> int:
+    """Record a run of the questions, or replay a recorded one."""
     if args.replay:
         source = Path(args.replay)
         recorded = json.loads((source / "results.json").read_text(encoding="utf-8"))
@@ -189,7 +216,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.ids:
             wanted = set(args.ids.split(","))
             asked = [q for q in asked if q["id"] in wanted]
-    lm = make_lm(meta["lm"], transcript, bool(args.replay))
+    lm = make_lm(meta["lm"], transcript, meta if args.replay else None)
+    if not args.replay:
+        engine = base_engine(lm)
+        meta.update(narrows=narrows(lm), supports_response_schema=bool(getattr(engine, "supports_response_schema", False)))
+        if args.lm_server:
+            meta.update(lm_server=args.lm_server, schema=engine.describe())
     store = AuditStore("sqlite://")
     logs = real_logs(out, write=not args.replay) if any(q["set"] == "reallogs" for q in asked) else None
     rows, unrecorded = [], {}

@@ -302,6 +302,8 @@ class StageUsage(Contract):
     lm_calls: int = 0
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Of the prompt tokens, those whose model state came from a saved prefix instead of being read.
+    cached_prompt_tokens: int = 0
     seconds: float = 0.0
 
 

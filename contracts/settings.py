@@ -29,6 +29,8 @@ class Settings(BaseSettings):
     lm: str | None = _setting("the model: a DSPy/litellm model string, `embedded` or `embedded-small`", "model",
                               "embedded")
     lm_api_base: str | None = _setting("the api_base of a self-hosted endpoint", "URL")
+    lm_schema: str | None = _setting("how an OpenAI-compatible server gets each narrowed schema",
+                                     "json_schema, gbnf, json_object, none or auto", "auto")
     lm_max_tokens: str | None = _setting("the most tokens one LM reply may have", "whole number", "2000")
     db: str | None = _setting("the SQLAlchemy URL of the audit store (SQLite or PostgreSQL)", "URL",
                               "sqlite:///~/.grounded-diagnosis/audit.db")
@@ -46,6 +48,11 @@ class Settings(BaseSettings):
     compiled_dir: str | None = _setting("where optimize.py saves compiled programs", "directory", "compiled")
     model_cache: str | None = _setting("where the embedded models are assembled", "directory",
                                        "~/.cache/grounded-diagnosis/models")
+    probe_cache: str | None = _setting("where passed engine probes are remembered", "directory",
+                                       "~/.cache/grounded-diagnosis/probes")
+    prefix_cache: str | None = _setting("where stage prefix states are saved", "directory",
+                                        "~/.cache/grounded-diagnosis/prefixes")
+    prefix_cache_mb: str | None = _setting("the bound of the prefix states' directory (0: off)", "megabytes", "1024")
     wheel_cache: str | None = _setting("where make install keeps the llama-cpp-python wheels it built "
                                        "(read by scripts/llama-wheel.sh)", "directory",
                                        "~/.cache/grounded-diagnosis/wheels")

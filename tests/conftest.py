@@ -22,12 +22,15 @@ def recorder(store):
 
 @pytest.fixture(autouse=True)
 def _isolated_settings(tmp_path_factory, monkeypatch):
-    """No test may load a compiled program or an audit database from the developer's machine, or
-    read the sources (a Prometheus, log directories), the server settings or the language the
-    developer's settings name."""
+    """No test may load a compiled program, an audit database, a remembered engine probe or a saved
+    prefix state from the developer's machine, or read the sources (a Prometheus, log directories),
+    the server settings, the LM server settings or the language the developer's settings name."""
     monkeypatch.setenv("DIAGNOSIS_COMPILED_DIR", str(tmp_path_factory.mktemp("compiled")))
     monkeypatch.setenv("DIAGNOSIS_DB", "sqlite://")
-    monkeypatch.delenv("DIAGNOSIS_LM", raising=False)
+    monkeypatch.setenv("DIAGNOSIS_PROBE_CACHE", str(tmp_path_factory.mktemp("probes")))
+    monkeypatch.setenv("DIAGNOSIS_PREFIX_CACHE", str(tmp_path_factory.mktemp("prefixes")))
+    for name in ("DIAGNOSIS_LM", "DIAGNOSIS_LM_API_BASE", "DIAGNOSIS_LM_SCHEMA", "DIAGNOSIS_PREFIX_CACHE_MB"):
+        monkeypatch.delenv(name, raising=False)
     for name in (*SETTINGS, *SERVE_SETTINGS, LANGUAGE):
         monkeypatch.delenv(name, raising=False)
 

@@ -9,16 +9,18 @@ Cite by pointing, not by writing: under constraints, a binding is one label of t
 citation menu (program/evidence/citations.py), and code writes the quote it names, as Anthropic's
 Citations API lets the model point at a passage instead of typing it. The gatekeeper still checks
 every expanded binding: it is the assertion for every LM, including hosted ones that cannot be
-constrained and may quote instead.
+constrained and may quote instead. An LM whose schemas are narrowed but that cannot be sent one (a
+server under DIAGNOSIS_LM_SCHEMA=none) is told the narrowed schema in its prompt instead.
 
 ``compact=True`` drops the JSON schemas from the system prompt (the decoder enforces them anyway),
 which shortens prompts for small local models.
 
 A narrowing travels with its call, as ``predict(..., config=narrowing(patch))``, and the adapter
 takes it out of the call's settings. Applying it takes one private hook of DSPy's,
-JSONAdapter._prepare_response_format: present in DSPy 3.4.1, the pinned version and the only one
-this was checked on; DSPy 3.3.1 builds the response format inside JSONAdapter.__call__ and has no
-such hook. The public seams do not suffice (tests/program/lm/test_adapter.py): DSPy builds the
+JSONAdapter._prepare_response_format, and stating it in a prompt DSPy's private schema builder,
+_get_structured_outputs_response_format: both present in DSPy 3.4.1, the pinned version and the
+only one this was checked on; DSPy 3.3.1 builds the response format inside JSONAdapter.__call__
+and has no such hook. The public seams do not suffice (tests/program/lm/test_adapter.py): DSPy builds the
 schema from each output field's type alone, so a bound declared on a field never reaches it, and
 it replaces a response_format given with the call by its own; yet every stage's narrowing bounds a
 top-level field, and the verifier's is not an object of fields at all.
@@ -29,9 +31,11 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Callable
+from contextvars import ContextVar
 from typing import get_args
 
 import dspy
+from dspy.adapters.json_adapter import _get_structured_outputs_response_format
 from dspy.adapters.utils import serialize_for_json
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
@@ -50,6 +54,8 @@ from tools.catalog import Catalog
 from tools.declaration import Toolbox
 
 SchemaPatch = Callable[[dict], dict]
+# The narrowed schema of the call being formatted, when the LM cannot be sent it: its prompt says it.
+_stated: ContextVar[dict | None] = ContextVar("stated_schema", default=None)
 # The key of a call's config that carries its narrowing to the adapter, which takes it out.
 SCHEMA_PATCH = "schema_patch"
 TEXT_MAX_CHARS = 200
@@ -72,10 +78,23 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
         # without this hook it would, and DSPy's request refuses a setting it does not know: the
         # stage fails closed instead of running unconstrained.
         patch = lm_kwargs.pop(SCHEMA_PATCH, None)
+        _stated.set(None)
         super()._prepare_response_format(lm, lm_kwargs, signature)
         fmt = lm_kwargs.get("response_format")
-        if patch is not None and isinstance(fmt, type) and issubclass(fmt, BaseModel):
+        if patch is None:
+            return
+        if isinstance(fmt, type) and issubclass(fmt, BaseModel):
             lm_kwargs["response_format"] = _with_schema(fmt, patch(copy.deepcopy(fmt.model_json_schema())))
+        else:
+            # The LM takes no schema: its prompt states the narrowed one (user_message_output_requirements).
+            _stated.set(patch(copy.deepcopy(_get_structured_outputs_response_format(signature).model_json_schema())))
+
+    def user_message_output_requirements(self, signature) -> str:
+        text = super().user_message_output_requirements(signature)
+        stated = _stated.get()
+        if stated is None:
+            return text
+        return f"{text} The JSON object must match this JSON schema: {json.dumps(stated, ensure_ascii=False)}"
 
     def format_field_with_value(self, fields_with_values, role: str = "user") -> str:
         if not self.compact or role == "user":
@@ -128,10 +147,11 @@ def _as_emitted(value, annotation):
 
 
 def adapter_for(lm) -> ConstrainedJSONAdapter:
-    """Compact prompts for the embedded model, whose decoder enforces the schema anyway."""
-    from program.lm.engine import is_embedded
+    """Compact prompts for the LMs whose schemas are narrowed (narrows): the decoder enforces the
+    schema, or the prompt states it."""
+    from program.lm.engine import narrows
 
-    return ConstrainedJSONAdapter(compact=is_embedded(lm))
+    return ConstrainedJSONAdapter(compact=narrows(lm))
 
 
 def _set_lengths(schema: dict, max_items: dict[str, int]) -> None:

@@ -24,7 +24,7 @@ from program.evidence.checks import Review, retry_text
 from program.evidence.citations import Menu
 from program.evidence.parsing import salvage_executor_output
 from program.lm.adapter import citation_patch, narrowing
-from program.lm.engine import is_embedded
+from program.lm.engine import narrows
 from program.lm.stage_errors import stage_error
 from contracts import ExecutorOutput, Finding, ParseStatus, PlannerOutput, RetryContext, ToolInvocation
 from signatures.demos import executor_demos
@@ -51,8 +51,8 @@ class Cite(dspy.Module):
                 retry_context: str = "none", constrain: bool | None = None,
                 review: Callable[[dspy.Prediction, RetryContext | None], Review] | None = None,
                 attempts: int = 2) -> dspy.Prediction:
-        """constrain: narrow the response schema to this session's labels; None: only for the embedded
-        model. review: the checks of one attempt, given the retry context it was asked with; with it,
+        """constrain: narrow the response schema to this session's labels; None: for the LMs that take it
+        (narrows). review: the checks of one attempt, given the retry context it was asked with; with it,
         at most `attempts` attempts, and the prediction also carries `attempts` (each attempt's
         prediction with its retry context and review) and `chosen` (the index of the one used)."""
         first = self.attempt(question, plan, invocations, narrow, retry_context, constrain)
@@ -93,7 +93,7 @@ class Cite(dspy.Module):
                                 error=Finding(rule=rule, message=f"{what}, so the executor had nothing to cite"))
         signature = narrow_citation(self.predict.signature) if narrow else self.predict.signature
         if constrain is None:
-            constrain = is_embedded(dspy.settings.lm)
+            constrain = narrows(dspy.settings.lm)
         config = narrowing(citation_patch(menu, narrow=narrow)) if constrain else {}
         try:
             demos = [*self.predict.demos, turn] if turn is not None else self.predict.demos

@@ -51,7 +51,7 @@ class QuestionEmbedder:
             import llama_cpp
 
             path = str(assemble(self.model))
-            ensure_runs(path, max(1, os.cpu_count() or 1))
+            ensure_runs(path, max(1, os.cpu_count() or 1), self.model.sha256)
             self._llm = llama_cpp.Llama(model_path=path, embedding=True, n_ctx=512,
                                         pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN, verbose=False)
         return self._llm.embed(texts, normalize=True, truncate=True)

@@ -13,57 +13,31 @@ from __future__ import annotations
 import atexit
 import json
 import os
-import re
 import threading
+from collections import deque
 from functools import lru_cache
 
 import dspy
+import httpx
 from dspy.clients.engines.base import validate_request
 from dspy.lm15 import Message, Response, TextPart, Usage
 
+from program.lm import native
 from program.lm.models import EMBEDDED_MODELS, EmbeddedModel, ModelIntegrityError, assemble
 from program.lm.native import EngineUnsupported, ensure_runs
+from program.lm.prefix_cache import RULE as PREFIX_RULE
+from program.lm.prefix_cache import PrefixCacheSettingError, PrefixStates, PrefixStore, PrefixUse, settings
+from program.lm.server_lm import SchemaSettingError, ServerEngine, schema_setting
+from program.lm.usage import note
+from program.lm.wire import chat_messages, schema_grammar_text, text_of
+from contracts import Finding
 from contracts.settings import current
 
 EMBEDDED = "embedded"
 DEFAULT_MAX_TOKENS = 700
 CONTEXT_TOKENS = 6144
-# One saved state per stage prompt is enough to reuse each stage's shared prefix. A saved state is
-# the KV cache plus a copy of the logits buffer, which the library's byte budget does not count, so
-# the cache is bounded by entries: measured for the 1.5B at this context, 43 MB of KV and 311 MB of
-# logits each, so 8 entries cost at most 2.8 GB. Every call saves one, and 5 were too few: a broad
-# question's five calls evicted the narrow stages' prefixes, and the next narrow question read its
-# whole prompts again (results/bench-20261201T133421Z, gateway_503_logs: 14.4, 12.8 and 15.1 s for
-# its three calls, against 5.3, 8.6 and 4.1 s with 8 in results/bench-20261201T141012Z).
-STATE_CACHE_ENTRIES = 8
-# llama.cpp's schema grammar allows no newline between JSON tokens, but Qwen writes indented JSON:
-# denied a newline, greedy decoding closes every list at once. Allow newlines and indentation.
-GRAMMAR_SPACE = 'space ::= | " " | "\\n" [ \\t]{0,24}'
-
-
-def text_of(parts) -> str:
-    """The text of a DSPy 3.4 request part list (or a plain string)."""
-    if parts is None:
-        return ""
-    if isinstance(parts, str):
-        return parts
-    return "".join(getattr(p, "text", "") or "" for p in parts)
-
-
-def chat_messages(request) -> list[dict]:
-    """The request as chat turns, for the GGUF's own chat template."""
-    messages = [{"role": "system", "content": text_of(request.system).strip()}] if request.system else []
-    for message in request.messages:
-        role = "assistant" if message.role == "assistant" else "user"
-        messages.append({"role": role, "content": (message.text or "").strip()})
-    return messages
-
-
-def schema_grammar_text(schema_json: str) -> str:
-    from llama_cpp.llama_grammar import json_schema_to_gbnf
-
-    gbnf = json_schema_to_gbnf(schema_json)
-    return re.sub(r"^space ::= .*$", lambda _: GRAMMAR_SPACE, gbnf, count=1, flags=re.MULTILINE)
+# What the engine did with each call's prefix, newest last, for benchmarks: (system text, PrefixUse).
+PREFIX_LOG_ENTRIES = 256
 
 
 class LlamaEngine:
@@ -71,8 +45,9 @@ class LlamaEngine:
 
     Requests are rendered with the GGUF's chat template. When the adapter asks for a JSON schema
     (JSONAdapter does, because this engine declares ``supports_response_schema``), decoding is
-    constrained by a grammar built from that schema, so the output always parses. llama.cpp keeps
-    the longest common token prefix of consecutive prompts, so calls that share a prefix are cheaper.
+    constrained by a grammar built from that schema, so the output always parses. Every call starts
+    from the saved state of its static prefix (program/lm/prefix_cache.py), kept in memory and on
+    disk, so only the call's own inputs are read.
     """
 
     supports_response_schema = True
@@ -88,25 +63,33 @@ class LlamaEngine:
         self._lock = threading.Lock()
         self._llm = None
         self._checked: str | None = None
+        self._prefixes: PrefixStates | None = None
+        self.prefix_log: deque[tuple[str, PrefixUse]] = deque(maxlen=PREFIX_LOG_ENTRIES)
 
     def check(self) -> str:
         """The model file, once llama.cpp has been seen to run it in a child process (EngineUnsupported if not).
-        Checked once per engine: the file is verified when it is first assembled or loaded, not per call."""
+        Checked once per engine: the file is verified when it is first assembled or loaded, not per call.
+        The probe is remembered on this machine for the shipped models, whose sha256 was just checked;
+        a model given by path is probed in every process. A prefix-cache setting that cannot be used
+        raises PrefixCacheSettingError."""
         if self._checked is None:
+            directory, max_bytes = settings()
             path = self.model_path or str(assemble(self.model))
-            ensure_runs(path, self.n_threads)
+            sha256 = None if self.model_path else self.model.sha256
+            ensure_runs(path, self.n_threads, sha256)
+            identity = {"model_sha256": sha256, "library": native.library_digest(), "n_ctx": self.n_ctx,
+                        "cpu": native.cpu_signature()}
+            store = PrefixStore(directory, max_bytes, identity) if sha256 and max_bytes else None
+            self._prefixes = PrefixStates(store)
             self._checked = path
         return self._checked
 
     def _load(self):
         if self._llm is None:
-            from program.lm.grammar_sampling import GreedyGrammarLlama, StageStateCache
+            from program.lm.grammar_sampling import GreedyGrammarLlama
 
             path = self.check()
             self._llm = GreedyGrammarLlama(model_path=path, n_ctx=self.n_ctx, n_threads=self.n_threads, verbose=False)
-            # Each stage's prompt starts with the same instructions and demos: keeping the model state
-            # after each call lets the next call of that stage skip its shared prefix.
-            self._llm.set_cache(StageStateCache(STATE_CACHE_ENTRIES))
             # Free the model before interpreter teardown, when llama.cpp's bindings are already gone.
             atexit.register(self.close)
         return self._llm
@@ -128,9 +111,12 @@ class LlamaEngine:
             grammar = self._grammar(json.dumps(fmt["schema"]))
         elif self.use_grammar and fmt.get("type") == "json_object":
             grammar = self._grammar(json.dumps({"type": "object"}))
+        messages = chat_messages(request)
         with self._lock:
-            out = self._load().create_chat_completion(
-                messages=chat_messages(request),
+            llm = self._load()
+            use = self._prefixes.prepare(llm, messages)
+            out = llm.create_chat_completion(
+                messages=messages,
                 max_tokens=config.max_tokens or DEFAULT_MAX_TOKENS,
                 temperature=0.0 if config.temperature is None else config.temperature,
                 top_p=config.top_p if config.top_p is not None else 1.0,
@@ -139,15 +125,26 @@ class LlamaEngine:
                 seed=config.seed if config.seed is not None else 0,
                 grammar=grammar,
             )
+        self.prefix_log.append((text_of(request.system), use))
+        if use.note:
+            note(PREFIX_RULE, use.note)
         choice = out["choices"][0]
         usage = out.get("usage") or {}
+        cached = use.prefix_tokens if use.source in ("memory", "disk") else 0
         return Response(
             id=out.get("id"),
             model=self.model.model,
             message=Message.assistant([TextPart(choice["message"].get("content") or "")]),
             finish_reason="length" if choice.get("finish_reason") == "length" else "stop",
-            usage=Usage(input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens")),
+            usage=Usage(input_tokens=usage.get("prompt_tokens"), output_tokens=usage.get("completion_tokens"),
+                        cache_read_tokens=cached),
         )
+
+    def warm(self, messages: list[dict]) -> PrefixUse:
+        """The static prefix of a call with these chat turns, read and saved unless it was (nothing is
+        written by the model)."""
+        with self._lock:
+            return self._prefixes.prepare(self._load(), messages)
 
     def stream(self, request):
         from dspy.lm15 import response_to_events
@@ -179,6 +176,13 @@ def is_embedded(lm) -> bool:
     return str(getattr(lm, "model", "")).startswith("embedded/")
 
 
+def narrows(lm) -> bool:
+    """Whether the stages narrow their response schemas for this LM (and prompt it compactly): the
+    embedded model, and any engine that says so (an OpenAI-compatible server; a recording or replay
+    of one). Where the schema cannot be sent, the prompt states it."""
+    return is_embedded(lm) or bool(getattr(getattr(lm, "engine", None), "narrows", False))
+
+
 def lm_identity(lm) -> dict:
     """Which LM this is, as far as a compiled program depends on it: for an embedded model its short
     name, weights, quantisation, GGUF file and published sha256; for any other LM its model string.
@@ -205,15 +209,22 @@ def lm_spec(spec: str | None = None) -> str:
 
 
 def resolve_lm(spec: str | dspy.BaseLM | None = None) -> dspy.BaseLM:
-    """The LM for every stage: an LM object as given, an embedded model, or any litellm model string."""
+    """The LM for every stage: an LM object as given, an embedded model, an OpenAI-compatible server
+    (`openai/<served model>` with DIAGNOSIS_LM_API_BASE), or any other litellm model string."""
     if isinstance(spec, dspy.BaseLM):
         return spec
     name = lm_spec(spec)
     for short, model in EMBEDDED_MODELS.items():
         if name in (short, model.model):
             return embedded_lm(short)
-    kwargs = {"temperature": 0.0, "max_tokens": int(current().lm_max_tokens or "2000"), "num_retries": 1}
-    if api_base := current().lm_api_base:
+    max_tokens = int(current().lm_max_tokens or "2000")
+    api_base = current().lm_api_base
+    if api_base and name.startswith("openai/"):
+        engine = ServerEngine(api_base, name.removeprefix("openai/"), form=schema_setting(),
+                              api_key=os.environ.get("OPENAI_API_KEY"))
+        return dspy.LM(name, engine=engine, temperature=0.0, max_tokens=max_tokens)
+    kwargs = {"temperature": 0.0, "max_tokens": max_tokens, "num_retries": 1}
+    if api_base:
         kwargs["api_base"] = api_base
     return dspy.LM(name, **kwargs)
 
@@ -221,9 +232,13 @@ def resolve_lm(spec: str | dspy.BaseLM | None = None) -> dspy.BaseLM:
 def preflight(lm) -> tuple[str, str] | None:
     """(rule, message) when an LM cannot work, found before planning: an embedded model whose file
     fails its integrity check or that llama.cpp cannot run on this machine; a provider LM with an
-    unknown provider, a missing key, or an endpoint that refuses connections. None when it looks
-    usable. Other in-process engines (scripted, replayed) need no check."""
-    engine = getattr(lm, "engine", None)
+    unknown provider, a missing key, or an endpoint that refuses connections; an OpenAI-compatible
+    server that does not answer, or a schema setting that names no form (the server's form is found
+    here). None when it looks usable. Other in-process engines (scripted, replayed) need no check; a
+    recording engine is checked as the engine it records."""
+    engine = base_engine(lm)
+    if isinstance(engine, ServerEngine):
+        return _reachable(engine.api_base) or _server_form(engine)
     if isinstance(engine, LlamaEngine):
         try:
             engine.check()
@@ -231,6 +246,8 @@ def preflight(lm) -> tuple[str, str] | None:
             return "lm.model_integrity", str(exc)
         except EngineUnsupported as exc:
             return exc.rule, str(exc)
+        except PrefixCacheSettingError as exc:
+            return "lm.not_configured", str(exc)
         return None
     if not isinstance(engine, str):
         return None
@@ -247,6 +264,30 @@ def preflight(lm) -> tuple[str, str] | None:
     if missing:
         return "lm.not_configured", f"model {lm.model!r} needs {', '.join(missing)} in the environment"
     return None
+
+
+def _server_form(engine: ServerEngine) -> tuple[str, str] | None:
+    try:
+        engine.check()
+    except SchemaSettingError as exc:
+        return "lm.not_configured", str(exc)
+    except httpx.TransportError as exc:
+        return "lm.unreachable", f"the LM endpoint {engine.api_base} does not answer: {exc}"
+    return None
+
+
+def base_engine(lm):
+    """The engine that answers for `lm`: a recording engine's inner one, else its own."""
+    engine = getattr(lm, "engine", None)
+    while hasattr(engine, "inner"):
+        engine = engine.inner
+    return engine
+
+
+def schema_note(lm) -> Finding | None:
+    """For the run's record: how an OpenAI-compatible server gets the narrowed schemas."""
+    engine = base_engine(lm)
+    return Finding(rule="lm.schema", message=engine.describe()) if isinstance(engine, ServerEngine) else None
 
 
 def _reachable(api_base: str) -> tuple[str, str] | None:

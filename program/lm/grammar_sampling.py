@@ -8,8 +8,10 @@ the same token, found with a handful of grammar checks. The whole vocabulary is 
 none of the top candidates is allowed. Anything else (sampling, penalties, logits processors)
 goes through the library's own chain unchanged.
 
-Each stage's prompt starts with the same instructions and demos: a small cache of saved states
-lets the next call of a stage skip that shared prefix.
+Each stage's prompt starts with the same instructions and demos. The model renders a prompt's
+tokens as create_chat_completion will, and saves and restores the state of one sequence (the KV
+cache of a prefix, no logits), so that a call can start from its stage's saved prefix
+(program/lm/prefix_cache.py).
 """
 
 from __future__ import annotations
@@ -19,7 +21,8 @@ import math
 
 import llama_cpp
 import numpy as np
-from llama_cpp import Llama, LlamaRAMCache
+from llama_cpp import Llama
+from llama_cpp.llama_chat_format import Jinja2ChatFormatter
 
 TOP_CANDIDATES = 32
 _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float32)], align=True)
@@ -27,6 +30,7 @@ _TOKEN_DATA = np.dtype([("id", np.int32), ("logit", np.float32), ("p", np.float3
 
 class GreedyGrammarLlama(Llama):
     _grammar_sampler = None
+    _formatter = None
 
     def _init_sampler(self, *args, grammar=None, temp=0.8, repeat_penalty=1.0, frequency_penalty=0.0,
                       presence_penalty=0.0, logits_processor=None, **kwargs):
@@ -80,15 +84,54 @@ class GreedyGrammarLlama(Llama):
         self._free_grammar_sampler()
         super().close()
 
+    def chat_tokens(self, messages: list[dict]) -> list[int] | None:
+        """The prompt tokens create_chat_completion reads for `messages`: the GGUF's own chat template,
+        rendered and tokenized as the library does for it. None under any other chat format."""
+        if self.chat_handler is not None or self.chat_format != "chat_template.default":
+            return None
+        if self._formatter is None:
+            eos, bos = self._model.token_eos(), self._model.token_bos()
+            self._formatter = Jinja2ChatFormatter(
+                template=self.metadata["tokenizer.chat_template"],
+                eos_token=self._model.token_get_text(eos) if eos != -1 else "",
+                bos_token=self._model.token_get_text(bos) if bos != -1 else "", stop_token_ids=[eos])
+        rendered = self._formatter(messages=messages)
+        return self.tokenize(rendered.prompt.encode("utf-8"), add_bos=not rendered.added_special, special=True)
 
-class StageStateCache(LlamaRAMCache):
-    """Saved model states keyed by their tokens, at most `entries` of them, least recently used out."""
+    def evaluated(self) -> list[int]:
+        """The tokens whose state the context holds now."""
+        return self.input_ids[: self.n_tokens].tolist()
 
-    def __init__(self, entries: int):
-        super().__init__(capacity_bytes=1 << 62)
-        self.entries = entries
+    def keep(self, n_tokens: int) -> None:
+        """Keep the state of the first `n_tokens` evaluated tokens and drop the rest."""
+        self._ctx.kv_cache_seq_rm(-1, n_tokens, -1)
+        self.n_tokens = n_tokens
+        self._requires_eval = True
 
-    def __setitem__(self, key, value) -> None:
-        super().__setitem__(key, value)
-        while len(self.cache_state) > self.entries:
-            self.cache_state.popitem(last=False)
+    def evaluate_from_start(self, tokens: list[int]) -> None:
+        """The state of exactly `tokens`, read from the first token on."""
+        self.reset()
+        self.eval(tokens)
+
+    def sequence_state(self) -> bytes:
+        """The state of the evaluated tokens as llama.cpp serialises one sequence: its KV cache only."""
+        ctx = self._ctx.ctx
+        size = llama_cpp.llama_state_seq_get_size(ctx, 0)
+        buffer = (ctypes.c_uint8 * size)()
+        written = llama_cpp.llama_state_seq_get_data(ctx, buffer, size, 0)
+        if not 0 < written <= size:
+            raise RuntimeError(f"llama.cpp wrote {written} of {size} bytes of sequence state")
+        return bytes(memoryview(buffer)[:written])
+
+    def restore_sequence(self, tokens: list[int], state: bytes) -> bool:
+        """Set the context to `state`, saved by `sequence_state` after exactly `tokens`. False, with an
+        empty context, when llama.cpp does not accept it."""
+        self._ctx.kv_cache_clear()
+        self.reset()
+        buffer = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+        if llama_cpp.llama_state_seq_set_data(self._ctx.ctx, buffer, len(state), 0) != len(state):
+            self._ctx.kv_cache_clear()
+            return False
+        self.input_ids[: len(tokens)] = tokens
+        self.n_tokens = len(tokens)
+        return True

@@ -8,18 +8,31 @@ then an `lm.engine_unsupported` error for the diagnosis, never a crash of the us
 child also reports the library's compile-time features, so that a library with AMX kernels, or
 one built for instructions this CPU lacks, is refused by name even where it would happen to run.
 
+A probe that passed is remembered on disk (`DIAGNOSIS_PROBE_CACHE`), keyed by everything that
+decides it: the sha256 of the llama.cpp build (its shared libraries and Python bindings), the
+model's sha256, this CPU's flags and the thread count. The child runs again whenever one of them
+is new: on a new machine, a new build or a new model. A refusal is never written, so a probe that
+failed runs again in the next process.
+
 `python -m program.lm.native MODEL_PATH THREADS` is that child.
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.metadata
+import importlib.util
 import json
 import os
+import platform
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
+from functools import lru_cache
 from pathlib import Path
+from contracts.settings import value
 
 RULE = "lm.engine_unsupported"
 REBUILD = ("rebuild it for this machine with `rm -rf .venv && make install` (scripts/llama-wheel.sh builds "
@@ -34,6 +47,7 @@ CPU_FLAG = {
 }
 # The child to run; a test may point it at a process that dies on purpose.
 CHILD = [sys.executable, "-m", "program.lm.native"]
+PROBE_CACHE = "DIAGNOSIS_PROBE_CACHE"
 
 
 class EngineUnsupported(RuntimeError):
@@ -64,6 +78,41 @@ def cpu_flags(cpuinfo: str | None = None) -> set[str] | None:
         if key.strip() == "flags":
             return set(value.split())
     return None
+
+
+def cpu_signature(flags: set[str] | None = None) -> str:
+    """This machine's architecture and CPU flags as one digest: what a native build's behaviour can
+    depend on besides the build itself."""
+    flags = cpu_flags() if flags is None else flags
+    text = f"{platform.machine()}:{' '.join(sorted(flags or ()))}"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def library_dir() -> Path | None:
+    """The directory llama-cpp-python loads its shared libraries from (it honours LLAMA_CPP_LIB_PATH),
+    found without importing it; None when it is not installed."""
+    if os.environ.get("LLAMA_CPP_LIB_PATH"):
+        return Path(os.environ["LLAMA_CPP_LIB_PATH"])
+    spec = importlib.util.find_spec("llama_cpp")
+    return Path(spec.origin).parent / "lib" if spec and spec.origin else None
+
+
+@lru_cache(maxsize=1)
+def library_digest() -> str:
+    """The sha256 of the llama.cpp build this process runs: the package version, its shared
+    libraries and its Python bindings (the ctypes signatures), by name and content."""
+    digest = hashlib.sha256()
+    try:
+        digest.update(importlib.metadata.version("llama-cpp-python").encode())
+    except importlib.metadata.PackageNotFoundError:
+        digest.update(b"not installed")
+    lib = library_dir()
+    files = sorted(lib.iterdir()) if lib and lib.is_dir() else []
+    files += sorted(lib.parent.glob("*.py")) if lib and not os.environ.get("LLAMA_CPP_LIB_PATH") else []
+    for path in files:
+        if path.is_file():
+            digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()
 
 
 def library_problem(info: str, flags: set[str] | None) -> str | None:
@@ -131,17 +180,66 @@ def probe(model_path: str, n_threads: int) -> int:
     return evaluated
 
 
+def probe_cache_dir() -> Path:
+    return Path(value(PROBE_CACHE) or Path.home() / ".cache" / "grounded-diagnosis" / "probes")
+
+
+def probe_key(model_sha256: str, n_threads: int) -> dict:
+    """What decides whether a probe passes: the build, the model, the CPU and the thread count."""
+    return {"library": library_digest(), "model_sha256": model_sha256, "cpu": cpu_signature(), "threads": n_threads}
+
+
+def _probe_file(key: dict) -> Path:
+    return probe_cache_dir() / f"{hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()}.json"
+
+
+def remembered_pass(key: dict) -> bool:
+    """Whether a probe with exactly this key passed before. A file that cannot be read, is not JSON,
+    or names another key is no pass: the probe runs again."""
+    try:
+        saved = json.loads(_probe_file(key).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(saved, dict) and saved.get("key") == key and saved.get("passed") is True
+
+
+def remember_pass(key: dict, evaluated: int) -> None:
+    """Write a passed probe; only a pass is ever written. A directory that cannot be written costs
+    the next process a probe, nothing more."""
+    path = _probe_file(key)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle, temporary = tempfile.mkstemp(dir=path.parent, suffix=".partial")
+    except OSError:
+        return
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump({"key": key, "passed": True, "evaluated_tokens": evaluated}, out)
+        os.replace(temporary, path)
+    except OSError:
+        return
+    finally:
+        if os.path.exists(temporary):
+            os.unlink(temporary)
+
+
 _checked: dict[tuple[str, int], EngineUnsupported | None] = {}
 _lock = threading.Lock()
 
 
-def ensure_runs(model_path: str, n_threads: int) -> None:
-    """`probe`, once per model and thread count in this process; a refusal is remembered too."""
+def ensure_runs(model_path: str, n_threads: int, model_sha256: str | None = None) -> None:
+    """`probe`, once per model and thread count in this process, and once per build, model, CPU and
+    thread count on this machine when the caller vouches for the model file's sha256 (it was just
+    verified); a refusal is remembered in this process only."""
     key = (os.path.realpath(model_path), n_threads)
     with _lock:
         if key not in _checked:
+            saved = probe_key(model_sha256, n_threads) if model_sha256 else None
             try:
-                probe(model_path, n_threads)
+                if saved is None or not remembered_pass(saved):
+                    evaluated = probe(model_path, n_threads)
+                    if saved is not None:
+                        remember_pass(saved, evaluated)
                 _checked[key] = None
             except EngineUnsupported as exc:
                 _checked[key] = exc

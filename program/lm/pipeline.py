@@ -18,7 +18,7 @@ from program.evidence.language import question_language
 from program.lm.cite import cite_and_check
 from program.lm.citation import Cite
 from program.lm.compose import Compose
-from program.lm.engine import is_embedded, preflight
+from program.lm.engine import narrows, preflight, schema_note
 from program.lm.gather import Gather
 from program.lm.judge import Judge
 from program.lm.named_alerts import named_alert_calls
@@ -56,7 +56,7 @@ class Diagnosis(dspy.Module):
         self.max_calls_per_round = max_calls_per_round
         self.max_executor_attempts = max_executor_attempts
         self.progress = None  # optional callable(stage_name) for a UI
-        # Narrow each response schema to real citations and names; None: only for the embedded model.
+        # Narrow each response schema to real citations and names; None: for the LMs that take it (narrows).
         self.constrain = constrain
 
     @property
@@ -77,7 +77,7 @@ class Diagnosis(dspy.Module):
         run = Run(question=question, session_id=session_id or f"diag-{uuid.uuid4().hex[:12]}",
                   lm_model=getattr(lm, "model", "") or "", store=self.store, toolbox=self.toolbox,
                   language=language or question_language(question), progress=self.progress,
-                  constrain=self.constrain if self.constrain is not None else is_embedded(lm))
+                  constrain=self.constrain if self.constrain is not None else narrows(lm))
         run.record.notes.extend(notes or ())
         # A session id names one run: one already recorded is refused before this run writes anything.
         run.store.claim_session(run.record)
@@ -88,6 +88,8 @@ class Diagnosis(dspy.Module):
         run.report("preflight")
         if problem := preflight(dspy.settings.lm):
             return run.fail(Finding(rule=problem[0], message=problem[1]))
+        if note := schema_note(dspy.settings.lm):
+            run.record.notes.append(note)
         run.read_sources()
         planned = self.planner.step(run)
         # Alerts first: the executor quotes the observations in order, and the alert is the primary evidence.

@@ -91,7 +91,7 @@ class Run:
     def stage(self, key: str) -> Iterator[None]:
         """A stage as the user and the record see it: reported as it starts, its usage counted."""
         self.report(key)
-        with counted(self.usage, key):
+        with counted(self.usage, key, self.record.notes):
             yield
 
     def config(self, patch) -> dict:

@@ -18,7 +18,7 @@ from pathlib import Path
 import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
-from program.lm.engine import text_of
+from program.lm.wire import text_of
 
 
 class TranscriptMissing(LookupError):
@@ -63,8 +63,8 @@ class RecordingEngine:
         self.inner = inner
         self.path = Path(path)
         self.serve_repeats = serve_repeats
-        self.supports_response_schema = getattr(inner, "supports_response_schema", False)
         self.supported_params = getattr(inner, "supported_params", frozenset())
+        self.narrows = getattr(inner, "narrows", False)
         self.calls = 0
         self.repeats = 0
         self._lock = threading.Lock()
@@ -72,6 +72,11 @@ class RecordingEngine:
         # One lock per repeat key: a request waits for an identical one in flight and is then served
         # its reply, while different requests go on concurrently.
         self._key_locks: dict[str, threading.Lock] = {}
+
+    @property
+    def supports_response_schema(self) -> bool:
+        # Read when a call is planned: a server engine finds what it takes on first use.
+        return bool(getattr(self.inner, "supports_response_schema", False))
 
     def complete(self, request) -> Response:
         if not (self.serve_repeats and deterministic(request)):
@@ -127,12 +132,15 @@ class RecordingEngine:
 
 class ReplayEngine:
     """Answers each request with the reply recorded for the same request, in recorded order.
-    `calls` and `repeats` count the replayed entries as the recording engine counted them."""
+    `calls` and `repeats` count the replayed entries as the recording engine counted them.
+    `narrows` and `supports_response_schema` say what the recorded LM's engine said, so that the
+    program sends the requests it sent then (the embedded model narrows by its model string)."""
 
-    supports_response_schema = True
     supported_params = frozenset({"max_tokens", "temperature", "top_p", "top_k", "stop", "seed", "response_format"})
 
-    def __init__(self, path: str | Path):
+    def __init__(self, path: str | Path, *, narrows: bool = False, supports_response_schema: bool = True):
+        self.narrows = narrows
+        self.supports_response_schema = supports_response_schema
         self.replies: dict[str, list[dict]] = {}
         for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
             if not line.strip():
@@ -189,7 +197,13 @@ def recording_lm(base: dspy.LM, path: str | Path, *, serve_repeats: bool = True)
                    **base.kwargs)
 
 
-def replaying_lm(base: dspy.LM, path: str | Path) -> dspy.LM:
+def replaying_lm(base: dspy.LM, path: str | Path, *, narrows: bool = False,
+                 supports_response_schema: bool = True) -> dspy.LM:
     """The same model string, so the program sends exactly the requests it recorded (prompt format
-    and constraints follow the model); only the engine answers, from the transcript."""
-    return dspy.LM(base.model, engine=ReplayEngine(path), cache=False, **base.kwargs)
+    and constraints follow the model and what its engine said); only the engine answers, from the
+    transcript."""
+    engine = ReplayEngine(path, narrows=narrows, supports_response_schema=supports_response_schema)
+    # Only the generation settings: a provider LM's client settings (num_retries, api_base) are refused
+    # with an engine of one's own.
+    settings = {key: base.kwargs[key] for key in ("temperature", "max_tokens") if key in base.kwargs}
+    return dspy.LM(base.model, engine=engine, cache=False, **settings)

@@ -155,7 +155,7 @@ def test_the_patched_schema_compiles_to_a_llama_grammar(store):
     # no ref text may reach the grammar, whose converter cannot parse such a literal.
     runbook = recorder.call("lookup_knowledge", query="slow response")
     assert any('"' in ref.text for ref in runbook.retrieval_details.evidence_refs)
-    from program.lm.engine import schema_grammar_text
+    from program.lm.wire import schema_grammar_text
 
     for schema in (_sent(narrow_citation(CiteEvidence), citation_patch(Menu(recorder.invocations), narrow=True)),
                    _sent(CiteEvidence, citation_patch(Menu(recorder.invocations))),

@@ -207,7 +207,7 @@ def test_the_optimizer_scores_the_module_the_pipeline_runs(cases, monkeypatch):
     requests.clear()
     evidence = record([case], active_catalog(), TOOLBOX)
     example = evidence[case["case_id"]].example()
-    monkeypatch.setattr("program.lm.citation.is_embedded", lambda lm: True)
+    monkeypatch.setattr("program.lm.citation.narrows", lambda lm: True)
     with dspy.context(lm=lm, adapter=ConstrainedJSONAdapter(compact=True)):
         runs = evaluate(Cite(), "uncompiled", [example], evidence, Calls())
     from_optimizer = _module_parts(_executor_request(requests))

@@ -8,7 +8,7 @@ import json
 import pytest
 
 from program.entry.api import diagnose
-from program.lm.engine import schema_grammar_text
+from program.lm.wire import schema_grammar_text
 from program.lm.models import EMBEDDED_MODELS, assemble
 
 pytestmark = pytest.mark.embedded

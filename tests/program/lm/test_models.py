@@ -4,7 +4,8 @@ import hashlib
 
 import pytest
 
-from program.lm.engine import chat_messages, resolve_lm
+from program.lm.engine import resolve_lm
+from program.lm.wire import chat_messages
 from program.lm.models import (
     EMBEDDED_MODELS,
     EmbeddedModel,

@@ -127,3 +127,98 @@ def test_the_real_probe_passes_for_the_shipped_small_model():
 
     # More than one token in one batch: the AMX fault needed a batch larger than one.
     assert native.probe(str(assemble(EMBEDDED_MODELS["embedded-small"])), 2) > 1
+
+
+# --- the probe remembered ----------------------------------------------------------------------
+
+PASSING_CHILD = ("import json; print(json.dumps({'system_info': 'CPU : LLAMAFILE = 1 | '})); "
+                 "print(json.dumps({'evaluated_tokens': 40}))")
+MUST_NOT_RUN = "import os, signal; os.kill(os.getpid(), signal.SIGSEGV)"
+SHA = "ab" * 32
+
+
+def _new_process(monkeypatch):
+    """What a new process knows: nothing of this one's probes."""
+    monkeypatch.setattr(native, "_checked", {})
+
+
+def test_a_passed_probe_is_remembered_and_the_child_does_not_run_again(monkeypatch, tmp_path):
+    monkeypatch.setattr(native, "CHILD", child_that(PASSING_CHILD))
+    native.ensure_runs(str(tmp_path / "model.gguf"), 2, SHA)
+    (saved,) = native.probe_cache_dir().glob("*.json")
+    _new_process(monkeypatch)
+    monkeypatch.setattr(native, "CHILD", child_that(MUST_NOT_RUN))
+    native.ensure_runs(str(tmp_path / "model.gguf"), 2, SHA)
+    assert saved.exists()
+
+
+@pytest.mark.parametrize("changed", ["model", "threads", "library", "cpu"])
+def test_the_child_runs_again_for_a_new_model_build_cpu_or_thread_count(monkeypatch, tmp_path, changed):
+    monkeypatch.setattr(native, "CHILD", child_that(PASSING_CHILD))
+    native.ensure_runs(str(tmp_path / "model.gguf"), 2, SHA)
+    _new_process(monkeypatch)
+    sha, threads = ("cd" * 32 if changed == "model" else SHA), (4 if changed == "threads" else 2)
+    if changed == "library":
+        monkeypatch.setattr(native, "library_digest", lambda: "another build")
+    if changed == "cpu":
+        monkeypatch.setattr(native, "cpu_flags", lambda cpuinfo=None: {"fpu", "sse2", "avx2", "amx_int8"})
+    monkeypatch.setattr(native, "CHILD", child_that(MUST_NOT_RUN))
+    with pytest.raises(native.EngineUnsupported, match="SIGSEGV"):
+        native.ensure_runs(str(tmp_path / "model.gguf"), threads, sha)
+
+
+def test_a_failed_probe_is_never_remembered_as_a_pass(monkeypatch, tmp_path):
+    monkeypatch.setattr(native, "CHILD", child_that(MUST_NOT_RUN))
+    with pytest.raises(native.EngineUnsupported, match="SIGSEGV"):
+        native.ensure_runs(str(tmp_path / "model.gguf"), 2, SHA)
+    assert list(native.probe_cache_dir().glob("*.json")) == []
+    _new_process(monkeypatch)
+    monkeypatch.setattr(native, "CHILD", child_that("import sys; sys.exit('llama_model_load: bad magic')"))
+    with pytest.raises(native.EngineUnsupported, match="bad magic"):
+        native.ensure_runs(str(tmp_path / "model.gguf"), 2, SHA)
+
+
+@pytest.mark.parametrize("content", ["", "{", '{"passed": true}', "[]", '{"key": {}, "passed": true}'])
+def test_a_damaged_or_foreign_record_is_no_pass(monkeypatch, tmp_path, content):
+    monkeypatch.setattr(native, "CHILD", child_that(PASSING_CHILD))
+    native.ensure_runs(str(tmp_path / "model.gguf"), 2, SHA)
+    (saved,) = native.probe_cache_dir().glob("*.json")
+    saved.write_text(content)
+    _new_process(monkeypatch)
+    monkeypatch.setattr(native, "CHILD", child_that(MUST_NOT_RUN))
+    with pytest.raises(native.EngineUnsupported, match="SIGSEGV"):
+        native.ensure_runs(str(tmp_path / "model.gguf"), 2, SHA)
+
+
+def test_a_model_given_by_path_is_probed_in_every_process(monkeypatch, tmp_path):
+    """Only a caller that just checked the file's sha256 may have its probe remembered."""
+    monkeypatch.setattr(native, "CHILD", child_that(PASSING_CHILD))
+    native.ensure_runs(str(tmp_path / "model.gguf"), 2)
+    assert list(native.probe_cache_dir().glob("*.json")) == []
+
+
+def test_the_build_digest_covers_the_libraries_and_bindings(monkeypatch, tmp_path):
+    lib = tmp_path / "lib"
+    lib.mkdir()
+    (lib / "libllama.so").write_bytes(b"one build")
+    monkeypatch.setenv("LLAMA_CPP_LIB_PATH", str(lib))
+    native.library_digest.cache_clear()
+    first = native.library_digest()
+    (lib / "libllama.so").write_bytes(b"another build")
+    native.library_digest.cache_clear()
+    assert native.library_digest() != first
+    monkeypatch.delenv("LLAMA_CPP_LIB_PATH")
+    native.library_digest.cache_clear()
+    installed = native.library_digest()
+    assert installed != first and native.library_dir().name == "lib"
+
+
+@pytest.mark.embedded
+def test_the_real_probe_is_remembered_for_the_shipped_small_model(monkeypatch):
+    from program.lm.models import EMBEDDED_MODELS, assemble
+
+    model = EMBEDDED_MODELS["embedded-small"]
+    native.ensure_runs(str(assemble(model)), 2, model.sha256)
+    _new_process(monkeypatch)
+    monkeypatch.setattr(native, "CHILD", child_that(MUST_NOT_RUN))
+    native.ensure_runs(str(assemble(model)), 2, model.sha256)

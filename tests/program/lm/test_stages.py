@@ -2,7 +2,11 @@
 stage failure is classified by its type, and a run needs of its store only `RunStore`."""
 
 import json
+import os
 import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import dspy
 import litellm
@@ -77,6 +81,22 @@ def _raised_from(cause: BaseException, wrapper: type[Exception] = LMUnexpectedEr
 ], ids=["litellm-in-dspy", "refused-in-dspy", "dns-in-dspy", "dspy-timeout", "timeout"])
 def test_an_endpoint_that_cannot_be_reached_is_named_by_the_type_of_its_error(exc):
     assert stage_error("planner", exc).rule == "lm.unreachable"
+
+
+def test_a_diagnosis_on_an_in_process_engine_never_loads_litellm():
+    """litellm takes a new process seconds to import: only an LM that goes through it loads it, and
+    the stage errors name its connection errors only once it is loaded."""
+    code = ("import sys\n"
+            "from devset import load_cases\n"
+            "from program.entry.api import diagnose\n"
+            "from tests.support.good_lm import good_lm\n"
+            "case = next(c for c in load_cases() if c['case_id'] == 'high_memory_positive')\n"
+            "result = diagnose(case['question'], lm=good_lm(case), db='sqlite://')\n"
+            "print(result.verdict, 'litellm' in sys.modules)\n")
+    root = Path(__file__).resolve().parents[3]
+    done = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": str(root)})
+    assert done.stdout.split() == ["PASS", "False"], done.stderr[-2000:]
 
 
 def test_the_text_of_a_message_does_not_decide_the_rule():

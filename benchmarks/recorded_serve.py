@@ -1,0 +1,23 @@
+"""`benchmarks/recorded_serve.py <arguments of python -m program>`: the real command line, with the LM
+it resolves recording every request and reply to the file DIAGNOSIS_TRANSCRIPT names, so that a
+benchmark of `serve` keeps the transcript behind its figures (benchmarks/scale_out.py)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from program.entry import api, cli
+from program.lm import engine
+from program.lm.transcript import recording_lm
+
+resolve = engine.resolve_lm
+
+
+def recorded(spec=None):
+    return recording_lm(resolve(spec), os.environ["DIAGNOSIS_TRANSCRIPT"], serve_repeats=False)
+
+
+if __name__ == "__main__":
+    engine.resolve_lm = api.resolve_lm = recorded
+    sys.exit(cli.main(sys.argv[1:]))
