@@ -134,6 +134,30 @@ def test_a_line_the_second_look_found_reaches_the_retry_s_menu(cases, store):
     assert "may be what was asked about" not in result.answer
 
 
+def test_a_retry_that_keeps_saying_nothing_was_found_while_citing_the_line_is_not_verified(cases, store):
+    """The 1.5B's retry after a second look: the claim made an observation citing the line found,
+    with its "nothing found" text kept. Code reads what the text says, whatever the type."""
+    question = "Did order-service log any database connection timeouts?"
+
+    def executor(observations, attempt, user):
+        if attempt == 1:
+            (no_hit,) = [r for r in refs_in(observations) if r.raw_path is None]
+            return claim("negative_observation", "No database connection timeout log lines were found for order-service.",
+                         no_hit.label)
+        return claim("observation", "No database connection timeout log lines were found for order-service.",
+                     point(observations, "HikariPool-1"))
+
+    lm = good_lm({**cases["hikaricp_positive"], "question": question}, executor=executor, planner=lambda user: {
+        "plan": {"target_services": ["order-service"], "topics": []},
+        "tool_calls": [{"tool_name": "query_logs", "query": "database timeout", "service": "order-service"}]})
+    result = diagnose(question, lm=lm, db=store)
+    record = store.get_session(result.session_id)
+    assert [f.rule for f in record.executor_attempts[1].blocked] == ["verdict.absence_on_hit"]
+    assert result.verdict == "LOW_CONFID" and not [c for c in result.claims if c.verification_status == "verified"]
+    # What was found is still named, as found and not verified.
+    assert "HikariPool-1 - Connection is not available" in result.answer
+
+
 def test_a_search_that_left_lines_unread_is_not_retried():
     """No wording can prove an absence the search did not read for."""
     assert "verdict.unread_search" not in REVISABLE
