@@ -32,9 +32,13 @@ def cite_and_check(run: Run, cite: Cite, attempts: int) -> Checked:
             # An attempt that is not used leaves no gap in the evidence: its failure is only noted.
             (run.errors if used else run.record.notes).append(attempt.error)
     if len(cited.attempts) > 1:
+        # Under greedy decoding a small model may write its refused claims again unchanged: the
+        # extra call then bought nothing, and the record says so.
+        repeated = cited.attempts[1][0].drafts == cited.attempts[0][0].drafts
         run.record.notes.append(Finding(rule="executor.retry", message=(
             f"code refused {', '.join(cited.attempts[0][2].retry.failed_rules)} in attempt 1, so the executor was "
-            f"asked once more, told why; attempt {cited.chosen + 1} is used")))
+            f"asked once more, told why; {'attempt 2 wrote the same claims word for word; ' if repeated else ''}"
+            f"attempt {cited.chosen + 1} is used")))
     chosen = cited.attempts[cited.chosen][2]
     checked = chosen.checked
     run.possible_matches = chosen.possible_matches

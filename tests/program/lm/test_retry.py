@@ -58,6 +58,7 @@ def test_a_claim_that_echoes_the_question_s_presumption_is_asked_again_told_why(
     first, second = record.executor_attempts
     assert (first.used, second.used) == (False, True)
     assert [f.rule for f in first.blocked] == ["verdict.state_conflict"]
+    assert not [n for n in record.notes if "word for word" in n.message]
     assert second.retry_context.failed_rules == ["verdict.state_conflict"] and not second.blocked
     assert record.usage["executor"].lm_calls == 2
     assert any(n.rule == "executor.retry" and "attempt 2 is used" in n.message for n in record.notes)
@@ -84,6 +85,8 @@ def test_at_most_one_more_attempt_and_a_still_blocked_claim_names_what_was_found
     record = store.get_session(result.session_id)
     assert result.verdict == "LOW_CONFID" and len(record.executor_attempts) == 2
     assert record.usage["executor"].lm_calls == 2
+    (note,) = [n for n in record.notes if n.rule == "executor.retry"]
+    assert "attempt 2 wrote the same claims word for word" in note.message
     # The evidence was found: the answer names the alert and its state, as not verified.
     assert "未检索到" not in result.answer
     assert "找到的证据如下（未核实）：\n- HighCPUUsage firing, service=payment-service" in result.answer
