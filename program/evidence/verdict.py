@@ -83,7 +83,7 @@ SECOND_LOOK_SHARE = 0.5
 LEVEL_RANK = {"ERROR": 0, "FATAL": 0, "CRITICAL": 0, "WARN": 1, "WARNING": 1}
 
 
-def second_look_blocker(claim_id: str, possible: list[str], failed: str | None) -> Finding | None:
+def second_look_blocker(claim_id: str | None, possible: list[str], failed: str | None) -> Finding | None:
     """Why a negative observation is not an all-clear after code looked again, or None."""
     if failed:
         return Finding(rule="verdict.second_look", claim_id=claim_id,

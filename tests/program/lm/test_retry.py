@@ -137,6 +137,48 @@ def test_a_line_the_second_look_found_reaches_the_retry_s_menu(cases, store):
     assert "may be what was asked about" not in result.answer
 
 
+def test_an_attempt_that_wrote_no_claim_beside_a_search_that_found_nothing_gets_the_second_look(cases, store):
+    """The 1.5B on a broad question: no claim, and "nothing found" put in missing_info. That is an
+    all-clear by omission, so code looks again as for a negative observation, and a line it finds
+    reaches the retry's menu."""
+    question = "Did order-service log any database connection timeouts?"
+    told = []
+
+    def executor(observations, attempt, user):
+        told.append(field_value(user, "retry_context"))
+        if attempt == 1:
+            return {"claims": [], "hypotheses": [], "recommended_actions": [],
+                    "missing_info": [{"info_id": "missing-1", "description": "未找到任何数据库连接超时日志。"}]}
+        return claim("observation", "order-service logged: HikariPool-1 - Connection is not available, request timed "
+                     "out after 30000ms", point(observations, "HikariPool-1"))
+
+    lm = good_lm({**cases["hikaricp_positive"], "question": question}, executor=executor, planner=lambda user: {
+        "plan": {"target_services": ["order-service"], "topics": []},
+        "tool_calls": [{"tool_name": "query_logs", "query": "database timeout", "service": "order-service"}]})
+    result = diagnose(question, lm=lm, db=store)
+    record = store.get_session(result.session_id)
+    assert len(record.executor_attempts) == 2
+    assert record.executor_attempts[1].retry_context.failed_rules == ["verdict.second_look"]
+    assert "the output: verdict.second_look" in told[1] and "HikariPool-1" in told[1]
+    assert result.verdict == "PASS" and "30000ms" in result.answer
+
+
+def test_an_attempt_that_wrote_no_claim_is_not_retried_when_the_second_look_finds_nothing(cases, store):
+    question = "Did order-service log any disk quota errors?"
+
+    def executor(observations, attempt, user):
+        return {"claims": [], "hypotheses": [], "recommended_actions": [], "missing_info": []}
+
+    lm = good_lm({**cases["hikaricp_positive"], "question": question}, executor=executor, planner=lambda user: {
+        "plan": {"target_services": ["order-service"], "topics": []},
+        "tool_calls": [{"tool_name": "query_logs", "query": "disk quota", "service": "order-service"}]})
+    result = diagnose(question, lm=lm, db=store)
+    record = store.get_session(result.session_id)
+    assert len(record.executor_attempts) == 1 and result.verdict == "LOW_CONFID"
+    # The look was made and recorded, and found nothing.
+    assert [n for n in record.notes if n.rule == "verdict.second_look_search"]
+
+
 def test_a_retry_that_keeps_saying_nothing_was_found_while_citing_the_line_is_not_verified(cases, store):
     """The 1.5B's retry after a second look: the claim made an observation citing the line found,
     with its "nothing found" text kept. Code reads what the text says, whatever the type."""
