@@ -111,12 +111,14 @@ class Review:
         return SEVERITY_RANK.get(self.checked.gate.severity, 0), len(self.checked.verifiable)
 
 
-def retry_context(checked: Checked, attempt: int) -> RetryContext | None:
-    """What a new attempt is told: the gatekeeper's findings after a reject, and every finding of a
-    code check a new attempt can fix (REVISABLE); None when there is nothing to tell."""
+def retry_context(checked: Checked, attempt: int, more: list[Finding] = ()) -> RetryContext | None:
+    """What a new attempt is told: the gatekeeper's findings after a reject, every finding of a
+    code check a new attempt can fix (REVISABLE), and `more` (what a second look found when the
+    attempt wrote no claim); None when there is nothing to tell."""
     gate = checked.gate
     findings = list(gate.errors) if gate.severity == "reject" else []
     findings += [f for found in checked.blockers.values() for f in found if f.rule in REVISABLE]
+    findings += list(more)
     if not findings:
         return None
     return RetryContext(attempt=attempt, failed_rules=list(dict.fromkeys(f.rule for f in findings)), errors=findings)

@@ -31,6 +31,7 @@ from program.evidence.relevance import Target, off_topic, unnamed_topics
 from program.evidence.scope import mentions
 from program.evidence.units import UNIT
 from program.evidence.statements import (
+    CLAUSE_END,
     NEGATION,
     misbound_numbers,
     negated,
@@ -61,9 +62,11 @@ IDENTIFIER = re.compile(r"[A-Za-z0-9_%]+(?:[.\-/:=][A-Za-z0-9_%]+)+|[A-Za-z_]*[0
 # Numbers with units and separators ("3600/3900/4200ms", "3.8GB/4GB", "91%"): ungrounded_numbers checks those.
 MEASURE = re.compile(rf"(?:[\d.,%/:=\-]+(?:{UNIT})?)+")
 
-# A claim that something was not found or does not exist.
+# A claim that something was not found or does not exist. "No" reaches the word of finding across
+# whatever the clause names in between ("No container killed log lines were found"), not across its end.
 ABSENCE = re.compile(r"未检索到|未找到|没有找到|未发现|没有发现|不存在|没有|无相关|并无|"
-                     r"\bno\b(?:\s+\S+){0,4}?\s+(?:found|matched|exists?|present)|\bnot\s+(?:found|present|exist)|"
+                     rf"\bno\b(?:(?!{CLAUSE_END.pattern}).)*?\s(?:found|matched|exists?|present)\b|"
+                     r"\bnot\s+(?:found|present|exist)|"
                      r"\bnothing\b|\bthere\s+(?:is|are)\s+no\b|\bno evidence\b|\bdoes\s+not\s+(?:have|show|exist)",
                      re.IGNORECASE)
 
@@ -80,7 +83,7 @@ SECOND_LOOK_SHARE = 0.5
 LEVEL_RANK = {"ERROR": 0, "FATAL": 0, "CRITICAL": 0, "WARN": 1, "WARNING": 1}
 
 
-def second_look_blocker(claim_id: str, possible: list[str], failed: str | None) -> Finding | None:
+def second_look_blocker(claim_id: str | None, possible: list[str], failed: str | None) -> Finding | None:
     """Why a negative observation is not an all-clear after code looked again, or None."""
     if failed:
         return Finding(rule="verdict.second_look", claim_id=claim_id,

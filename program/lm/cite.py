@@ -11,7 +11,7 @@ import dspy
 from program.evidence.checks import Checked, Review, check_citations, retry_context
 from program.lm.citation import Cite
 from program.lm.run import Run
-from program.lm.second_look import second_look
+from program.lm.second_look import second_look, unclaimed_look
 from contracts import ExecutorAttempt, Finding, RetryContext
 from tools.recorder import citation_label
 
@@ -32,9 +32,13 @@ def cite_and_check(run: Run, cite: Cite, attempts: int) -> Checked:
             # An attempt that is not used leaves no gap in the evidence: its failure is only noted.
             (run.errors if used else run.record.notes).append(attempt.error)
     if len(cited.attempts) > 1:
+        # Under greedy decoding a small model may write its refused claims again unchanged: the
+        # extra call then bought nothing, and the record says so.
+        repeated = cited.attempts[1][0].drafts == cited.attempts[0][0].drafts
         run.record.notes.append(Finding(rule="executor.retry", message=(
             f"code refused {', '.join(cited.attempts[0][2].retry.failed_rules)} in attempt 1, so the executor was "
-            f"asked once more, told why; attempt {cited.chosen + 1} is used")))
+            f"asked once more, told why; {'attempt 2 wrote the same claims word for word; ' if repeated else ''}"
+            f"attempt {cited.chosen + 1} is used")))
     chosen = cited.attempts[cited.chosen][2]
     checked = chosen.checked
     run.possible_matches = chosen.possible_matches
@@ -46,22 +50,26 @@ def cite_and_check(run: Run, cite: Cite, attempts: int) -> Checked:
 
 def review(run: Run, attempt: dspy.Prediction, context: RetryContext | None) -> Review:
     """The checks of one attempt: the hook, the gatekeeper and the claim checks, then, for a "nothing
-    found" that passed them, the second look, whose search is recorded like any call."""
+    found" that passed them or for an attempt that wrote no claim beside a search that found
+    nothing, the second look, whose search is recorded like any call."""
     checked = check_citations(
         run.store, session_id=run.session_id, question=run.question, output=attempt.output,
         parse_status=attempt.parse_status, invocations=run.recorder.invocations, target=run.target,
         toolbox=run.toolbox, refused=attempt.refused, excluded_terms=run.scope.excluded_terms,
         names=run.catalog.names, topics=run.catalog.topic_groups(), retry_context=context)
     made = {inv.id for inv in run.recorder.invocations}
-    possible = []
+    possible, unclaimed, withheld = [], None, ()
     if checked.gate.severity == "none":
         possible = second_look(run, [c for c in checked.claims if c.claim_id not in checked.blockers
                                      and c.claim_id not in checked.failed], checked.cited, checked.blockers)
+    elif not attempt.output.claims and attempt.error is None:
+        unclaimed, possible, withheld = unclaimed_look(run)
     number = 1 if context is None else context.attempt + 1
     contradicted = {f.claim_id for found in checked.blockers.values() for f in found if f.rule == "verdict.second_look"}
-    withheld = tuple(dict.fromkeys(citation_label(b.source_invocation_id, None) for c in checked.claims
-                                   if c.claim_id in contradicted for b in c.evidence_bindings
-                                   if b.raw_path is None and b.source_invocation_id is not None))
-    return Review(checked=checked, retry=retry_context(checked, number), invocations=list(run.recorder.invocations),
+    withheld += tuple(dict.fromkeys(citation_label(b.source_invocation_id, None) for c in checked.claims
+                                    if c.claim_id in contradicted for b in c.evidence_bindings
+                                    if b.raw_path is None and b.source_invocation_id is not None))
+    return Review(checked=checked, retry=retry_context(checked, number, [unclaimed] if unclaimed else []),
+                  invocations=list(run.recorder.invocations),
                   new_calls=[inv.id for inv in run.recorder.invocations if inv.id not in made],
                   possible_matches=possible, withheld=withheld)

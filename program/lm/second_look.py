@@ -8,6 +8,7 @@ from program.evidence.relevance import question_words
 from program.evidence.verdict import SECOND_LOOK_SHARE, CitedRef, plausible, ranked_lines, second_look_blocker
 from program.lm.run import Run
 from contracts import Claim, Finding
+from tools.recorder import citation_label
 
 
 def second_look(run: Run, claims: list[Claim], cited: dict[str, list[CitedRef]],
@@ -36,6 +37,29 @@ def second_look(run: Run, claims: list[Claim], cited: dict[str, list[CitedRef]],
             blockers.setdefault(claim.claim_id, []).append(finding)
             found.extend(line for line in possible if line not in found)
     return found
+
+
+def unclaimed_look(run: Run) -> tuple[Finding | None, list[str], tuple[str, ...]]:
+    """An attempt that wrote no claim leaves the session's no-hits as its all-clear by omission
+    ("nothing found" went to missing_info): code looks again as it would for a negative
+    observation. Returns the finding a new attempt is told (None when the look found nothing), the
+    lines found and the labels of the no-hits they contradict."""
+    words = question_words(run.question, run.catalog)
+    possible, labels = [], []
+    for invocation in list(run.recorder.invocations):
+        declaration = run.toolbox.get(invocation.tool_name)
+        if invocation.retrieval_details.evidence_status != "no_evidence" or declaration is None \
+                or declaration.second_look is None:
+            continue
+        labels.append(citation_label(invocation.id, None))
+        for service in run.target.services or (None,):
+            if (invocation.tool_name, service) not in run.looked:
+                run.looked[invocation.tool_name, service] = _look_again(run, declaration, words, service)
+            lines, _ = run.looked[invocation.tool_name, service]
+            possible += [line for line in lines if line not in possible]
+    if not possible:
+        return None, [], ()
+    return second_look_blocker(None, possible, None), possible, tuple(labels)
 
 
 def _look_again(run: Run, declaration, words: str, service: str | None) -> tuple[list[str], str | None]:

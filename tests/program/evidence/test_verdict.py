@@ -92,6 +92,9 @@ NO_HIT = "未找到匹配的日志 (no log lines matched query='connection pool 
      refs(NO_HIT, no_hit=True), "verdict.no_hit_positive"),
     ({"claim_type": "observation", "claim_text": "order-service 内存 HighMemoryUsage 未检索到"}, refs(),
      "verdict.absence_on_hit"),
+    # However much the clause names between "no" and "found".
+    ({"claim_type": "observation", "claim_text": "No order-service HighMemoryUsage memory pressure log lines were found"},
+     refs(), "verdict.absence_on_hit"),
     ({"claim_text": "order-service 存在 HighMemoryUsage 告警，current=95%"}, refs(), "verdict.ungrounded_number"),
     # A number in words is read, and checked like one in digits.
     ({"claim_text": "order-service HighMemoryUsage 告警，内存使用率为百分之九十九"}, refs(), "verdict.ungrounded_number"),
@@ -165,6 +168,8 @@ def test_code_blocks_what_no_verifier_may_wave_through(claim_update, cited, rule
     ("order-service HighMemoryUsage 告警触发，需要修复内存泄漏", refs(state="firing")),
     ("order-service HighMemoryUsage 告警曾触发，现已恢复", refs(ALERT.replace("firing", "resolved"), state="resolved")),
     ("order-service HighMemoryUsage: 91% is above the 85% threshold", refs(state="firing")),
+    # A "no" whose clause ends before the word of finding says no absence.
+    ("order-service HighMemoryUsage 告警触发, no restart; 91% found by the last sample", refs(state="firing")),
     # A bound in words that the measured values satisfy.
     ("order-service HighMemoryUsage 告警，内存使用率超过 90%，持续超过 10 分钟", refs(state="firing")),
     ("order-service OOMKilled: 因内存不足被杀", refs("PodOOMKilled firing, service=order-service; java.lang.OutOfMemoryError")),

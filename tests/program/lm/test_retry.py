@@ -58,6 +58,7 @@ def test_a_claim_that_echoes_the_question_s_presumption_is_asked_again_told_why(
     first, second = record.executor_attempts
     assert (first.used, second.used) == (False, True)
     assert [f.rule for f in first.blocked] == ["verdict.state_conflict"]
+    assert not [n for n in record.notes if "word for word" in n.message]
     assert second.retry_context.failed_rules == ["verdict.state_conflict"] and not second.blocked
     assert record.usage["executor"].lm_calls == 2
     assert any(n.rule == "executor.retry" and "attempt 2 is used" in n.message for n in record.notes)
@@ -84,6 +85,8 @@ def test_at_most_one_more_attempt_and_a_still_blocked_claim_names_what_was_found
     record = store.get_session(result.session_id)
     assert result.verdict == "LOW_CONFID" and len(record.executor_attempts) == 2
     assert record.usage["executor"].lm_calls == 2
+    (note,) = [n for n in record.notes if n.rule == "executor.retry"]
+    assert "attempt 2 wrote the same claims word for word" in note.message
     # The evidence was found: the answer names the alert and its state, as not verified.
     assert "未检索到" not in result.answer
     assert "找到的证据如下（未核实）：\n- HighCPUUsage firing, service=payment-service" in result.answer
@@ -132,6 +135,72 @@ def test_a_line_the_second_look_found_reaches_the_retry_s_menu(cases, store):
     assert result.verdict == "PASS" and "30000ms" in result.answer
     # The line is verified now, so it is no longer listed as a possible match.
     assert "may be what was asked about" not in result.answer
+
+
+def test_an_attempt_that_wrote_no_claim_beside_a_search_that_found_nothing_gets_the_second_look(cases, store):
+    """The 1.5B on a broad question: no claim, and "nothing found" put in missing_info. That is an
+    all-clear by omission, so code looks again as for a negative observation, and a line it finds
+    reaches the retry's menu."""
+    question = "Did order-service log any database connection timeouts?"
+    told = []
+
+    def executor(observations, attempt, user):
+        told.append(field_value(user, "retry_context"))
+        if attempt == 1:
+            return {"claims": [], "hypotheses": [], "recommended_actions": [],
+                    "missing_info": [{"info_id": "missing-1", "description": "未找到任何数据库连接超时日志。"}]}
+        return claim("observation", "order-service logged: HikariPool-1 - Connection is not available, request timed "
+                     "out after 30000ms", point(observations, "HikariPool-1"))
+
+    lm = good_lm({**cases["hikaricp_positive"], "question": question}, executor=executor, planner=lambda user: {
+        "plan": {"target_services": ["order-service"], "topics": []},
+        "tool_calls": [{"tool_name": "query_logs", "query": "database timeout", "service": "order-service"}]})
+    result = diagnose(question, lm=lm, db=store)
+    record = store.get_session(result.session_id)
+    assert len(record.executor_attempts) == 2
+    assert record.executor_attempts[1].retry_context.failed_rules == ["verdict.second_look"]
+    assert "the output: verdict.second_look" in told[1] and "HikariPool-1" in told[1]
+    assert result.verdict == "PASS" and "30000ms" in result.answer
+
+
+def test_an_attempt_that_wrote_no_claim_is_not_retried_when_the_second_look_finds_nothing(cases, store):
+    question = "Did order-service log any disk quota errors?"
+
+    def executor(observations, attempt, user):
+        return {"claims": [], "hypotheses": [], "recommended_actions": [], "missing_info": []}
+
+    lm = good_lm({**cases["hikaricp_positive"], "question": question}, executor=executor, planner=lambda user: {
+        "plan": {"target_services": ["order-service"], "topics": []},
+        "tool_calls": [{"tool_name": "query_logs", "query": "disk quota", "service": "order-service"}]})
+    result = diagnose(question, lm=lm, db=store)
+    record = store.get_session(result.session_id)
+    assert len(record.executor_attempts) == 1 and result.verdict == "LOW_CONFID"
+    # The look was made and recorded, and found nothing.
+    assert [n for n in record.notes if n.rule == "verdict.second_look_search"]
+
+
+def test_a_retry_that_keeps_saying_nothing_was_found_while_citing_the_line_is_not_verified(cases, store):
+    """The 1.5B's retry after a second look: the claim made an observation citing the line found,
+    with its "nothing found" text kept. Code reads what the text says, whatever the type."""
+    question = "Did order-service log any database connection timeouts?"
+
+    def executor(observations, attempt, user):
+        if attempt == 1:
+            (no_hit,) = [r for r in refs_in(observations) if r.raw_path is None]
+            return claim("negative_observation", "No database connection timeout log lines were found for order-service.",
+                         no_hit.label)
+        return claim("observation", "No database connection timeout log lines were found for order-service.",
+                     point(observations, "HikariPool-1"))
+
+    lm = good_lm({**cases["hikaricp_positive"], "question": question}, executor=executor, planner=lambda user: {
+        "plan": {"target_services": ["order-service"], "topics": []},
+        "tool_calls": [{"tool_name": "query_logs", "query": "database timeout", "service": "order-service"}]})
+    result = diagnose(question, lm=lm, db=store)
+    record = store.get_session(result.session_id)
+    assert [f.rule for f in record.executor_attempts[1].blocked] == ["verdict.absence_on_hit"]
+    assert result.verdict == "LOW_CONFID" and not [c for c in result.claims if c.verification_status == "verified"]
+    # What was found is still named, as found and not verified.
+    assert "HikariPool-1 - Connection is not available" in result.answer
 
 
 def test_a_search_that_left_lines_unread_is_not_retried():
