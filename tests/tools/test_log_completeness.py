@@ -21,14 +21,6 @@ from tools.sources.logs import directory
 from tests.support.unprivileged import open_directory, unprivileged
 
 
-@pytest.fixture
-def logs(tmp_path, monkeypatch):
-    root = tmp_path / "logs"
-    root.mkdir()
-    monkeypatch.setenv("DIAGNOSIS_LOGS_DIR", str(root))
-    return root
-
-
 def write(path, text):
     path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(text, bytes):

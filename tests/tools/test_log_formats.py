@@ -115,14 +115,6 @@ def test_a_files_service_comes_from_its_place():
     assert places.of("api-gateway.log.1").service == "api-gateway"
 
 
-@pytest.fixture
-def logs(tmp_path, monkeypatch):
-    root = tmp_path / "logs"
-    root.mkdir()
-    monkeypatch.setenv("DIAGNOSIS_LOGS_DIR", str(root))
-    return root
-
-
 def write(path, text, mode="w"):
     path.parent.mkdir(parents=True, exist_ok=True)
     if isinstance(text, bytes):
