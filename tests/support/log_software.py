@@ -48,6 +48,20 @@ def wait_until(ready: Callable[[], bool], what: str, timeout: float = 20.0,
     raise RuntimeError(f"{what} never happened" + (f"; the log:\n{tail}" if tail else ""))
 
 
+def children(pid: int) -> list[int]:
+    """The live processes whose parent is `pid`, read from each one's /proc status (the kernel's
+    own `children` file is missing where CONFIG_PROC_CHILDREN is off)."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            fields = dict(line.split(":\t", 1) for line in status.read_text().splitlines() if ":\t" in line)
+        except OSError:
+            continue
+        if fields.get("PPid", "").strip() == str(pid) and not fields.get("State", "").startswith("Z"):
+            found.append(int(status.parent.name))
+    return sorted(found)
+
+
 @contextmanager
 def refusing_port() -> Iterator[int]:
     """A loopback port that refuses every connection for as long as the block runs: bound, never

@@ -20,6 +20,7 @@ import httpx
 
 from tests.support.log_software import (
     Written,
+    children,
     first_line,
     lines_with,
     logrotate_now,
@@ -106,22 +107,21 @@ class NginxServer:
             self.process = subprocess.Popen(
                 [binary, "-p", f"{self.work}/", "-c", str(config), "-e", str(self.work / "startup.log"),
                  "-g", "daemon off;"], stdout=out, stderr=subprocess.STDOUT)
+        # The master binds the ports before it forks its worker, so listening alone does not mean
+        # the worker that will write the error log exists yet.
         try:
-            wait_until(lambda: self._listening(self.gateway_port) and self._listening(self.site_port),
-                       "nginx listening", alive=lambda: self.process.poll() is None, log=self.output)
+            wait_until(lambda: self._listening(self.gateway_port) and self._listening(self.site_port)
+                       and bool(children(self.process.pid)),
+                       "nginx listening with its worker", alive=lambda: self.process.poll() is None,
+                       log=self.output)
         except BaseException:
             self.stop()
             raise
-        self.workers = self._children()
+        self.workers = children(self.process.pid)
 
     def _listening(self, port: int) -> bool:
         with socket.socket() as s:
             return s.connect_ex(("127.0.0.1", port)) == 0
-
-    def _children(self) -> list[int]:
-        pid = self.process.pid
-        children = Path(f"/proc/{pid}/task/{pid}/children")
-        return [int(p) for p in children.read_text().split()] if children.exists() else []
 
     def url(self, server: str) -> str:
         return f"http://127.0.0.1:{self.gateway_port if server == 'gateway' else self.site_port}"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from tests.support import nginx_logs, rsyslog_logs
-from tests.support.log_software import MissingSoftware, require
+from tests.support.log_software import MissingSoftware, children, require
 from tests.support.postgres_logs import CLIENTS, MAX_CONNECTIONS, TOO_MANY
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -262,17 +262,12 @@ def test_the_fixture_fails_and_never_skips_when_a_program_is_missing(pytester, m
     result.stdout.fnmatch_lines(["*install Debian's no-such-package*"])
 
 
-def _my_children() -> set[int]:
-    return {int(pid) for task in Path("/proc/self/task").iterdir()
-            for pid in (task / "children").read_text().split()}
-
-
 def test_a_writer_that_fails_still_stops_its_daemon(tmp_path, monkeypatch):
-    before = _my_children()
+    before = set(children(os.getpid()))
     monkeypatch.setattr(nginx_logs, "PHASES", ((("gateway", "GET", "/api/orders/1", 200),),))
     with pytest.raises(RuntimeError, match="nginx answered 502"):
         nginx_logs.write_nginx_logs(tmp_path / "nginx")
     monkeypatch.setattr(rsyslog_logs, "PHASES", ((rsyslog_logs.Message("x", "user.nosuchlevel", "never"),),))
     with pytest.raises(subprocess.CalledProcessError):
         rsyslog_logs.write_syslog(tmp_path / "rsyslog")
-    assert _my_children() <= before
+    assert set(children(os.getpid())) <= before
