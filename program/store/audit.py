@@ -11,8 +11,9 @@ row that is not a session) become an ``AuditStoreError`` that says what is wrong
 cannot be read is an ``UnreadableRecord`` naming its id, and the store stays usable. A run killed
 mid-way is marked ``interrupted`` when the next writable store opens. A run whose record could not be
 written (a full disk) is marked ``failed`` with ``audit.write_failed`` by the next store of its
-process that writes to that database (``mark_unsaved``), and by the next writable store that opens
-once that process has ended, ``interrupted`` as a killed run is: no run stays ``running`` for ever.
+process that writes to that database (``mark_unsaved``), and, once that process has ended, by the
+next writable store that opens, from the note the run left in room it reserved when it began
+(``unsaved``): no run stays ``running`` for ever.
 
 A session can also be queued to run later (``enqueue``, status ``pending``: an alert a server
 accepted). A worker takes the oldest with ``claim_pending`` (``claimed`` by its process; on
@@ -59,6 +60,7 @@ from program.store.tables import (
     recordable,
     to_invocation,
 )
+from program.store.unsaved import UnsavedNotes, notes_directory
 from program.store.urls import default_db_url, parse_url
 
 
@@ -100,6 +102,7 @@ class AuditStore:
         self._lock = threading.Lock() if self.is_sqlite else None
         # Per session id, what its tool calls had changed to be stored, for the note its record gets.
         self._unstorable: dict[str, list[str]] = {}
+        self._notes = UnsavedNotes(notes_directory(parsed, in_memory))
         try:
             self.engine = create_engine(self.url, **kwargs)
         except ImportError as exc:
@@ -172,9 +175,15 @@ class AuditStore:
             if status == CLAIMED:
                 self._set_status(record.model_copy(update={"status": PENDING, "process": ""}), CLAIMED)
                 continue
-            errors = [*record.errors, Finding(rule="pipeline.interrupted",
-                                              message=f"the process {record.process} ended before the run finished")]
-            self.save_session(record.model_copy(update={"status": "interrupted", "errors": errors}))
+            unsaved = self._notes.read(session_id)
+            if unsaved is None:
+                status, finding = "interrupted", Finding(
+                    rule="pipeline.interrupted", message=f"the process {record.process} ended before the run finished")
+            else:
+                status, finding = "failed", Finding(
+                    rule=WRITE_FAILED, message=f"the audit store could not write this run's record ({unsaved}), and "
+                    f"its process {record.process} ended before it could; marked failed when the store could write again")
+            self.save_session(record.model_copy(update={"status": status, "errors": [*record.errors, finding]}))
         return [session_id for session_id, status in dead if status != CLAIMED]
 
     def mark_unsaved(self) -> list[str]:
@@ -341,6 +350,7 @@ class AuditStore:
         one id would share one record and one set of tool calls, which the gatekeeper would take as
         the session's own."""
         if self._insert_new(record) or self._take_over(record):
+            self._notes.reserve(record.session_id)
             return
         with self._guard(), self._faults("read a session"), Session(self.engine) as db:
             holder = db.get(SessionRow, record.session_id)
@@ -364,6 +374,7 @@ class AuditStore:
             if record.process == this_process():
                 with _UNSAVED_LOCK:
                     _UNSAVED.setdefault(self.url, {})[record.session_id] = str(exc)
+                self._notes.note(record.session_id, str(exc))
             raise
         with _UNSAVED_LOCK:
             waiting = _UNSAVED.get(self.url, {}).pop(record.session_id, None)
@@ -380,6 +391,7 @@ class AuditStore:
         if record.status != "running":
             # The run has ended and its record holds the note: no more tool calls will come for it.
             self._unstorable.pop(record.session_id, None)
+            self._notes.release(record.session_id)
 
     @staticmethod
     def _validate(row: SessionRow) -> DiagnosisSession:

@@ -348,6 +348,65 @@ def test_a_run_whose_record_could_not_be_written_is_failed_once_the_store_can_wr
     assert "database or disk is full" in finding.message
 
 
+# An `ask` whose disk fills while its verifier runs (SQLite's own "database or disk is full": from
+# then on the file may not grow by a page), in its own process, which exits.
+FULL_DISK_ASK = """
+import sqlite3
+import sys
+
+from sqlalchemy import event
+
+import program.entry.api
+from devset import load_cases
+from program.entry import cli
+from program.store.audit import AuditStore
+from tests.support.good_lm import good_lm, pass_all
+
+path, stores, limit = sys.argv[1], [], {"pages": None}
+
+
+def limited(conn, _):
+    if limit["pages"]:
+        conn.execute(f"PRAGMA max_page_count = {limit['pages']}")
+
+
+def opened(self, *args, **kwargs):
+    plain(self, *args, **kwargs)
+    event.listen(self.engine, "connect", limited)
+    stores.append(self)
+
+
+def fill_the_disk(user):
+    with sqlite3.connect(path) as conn:
+        limit["pages"] = conn.execute("PRAGMA page_count").fetchone()[0]
+    for store in stores:
+        store.engine.dispose()
+    return pass_all(user)
+
+
+plain, AuditStore.__init__ = AuditStore.__init__, opened
+case = next(c for c in load_cases() if c["case_id"] == "high_memory_positive")
+program.entry.api.resolve_lm = lambda spec: good_lm(case, verifier=fill_the_disk)
+sys.exit(cli.main(["--db", f"sqlite:///{path}", "ask", case["question"], "--no-compiled"]))
+"""
+
+
+def test_an_ask_that_failed_on_a_full_disk_and_exited_is_failed_with_its_reason_at_the_next_open(tmp_path):
+    path = tmp_path / "audit.db"
+    done = subprocess.run([sys.executable, "-c", FULL_DISK_ASK, str(path)], capture_output=True, text=True,
+                          timeout=120, cwd=ROOT)
+    assert done.returncode == 1 and "database or disk is full" in done.stderr, done.stderr
+    (left,), _ = AuditStore(f"sqlite:///{path}", read_only=True).list_sessions()
+    assert left.status == "running"
+    # The process is gone, and what it knew of the failure with it: the next open reads its note.
+    record = AuditStore(f"sqlite:///{path}").get_session(left.session_id)
+    assert record.status == "failed"
+    (finding,) = [e for e in record.errors if e.rule == WRITE_FAILED]
+    assert "database or disk is full" in finding.message
+    assert not [e for e in record.errors if e.rule == "pipeline.interrupted"]
+    assert list((tmp_path / "audit.db.unsaved").iterdir()) == []
+
+
 def test_a_server_marks_its_unwritten_run_failed_at_its_next_save(tmp_path):
     from contracts import DiagnosisSession
     from program.store.errors import AuditStoreError
