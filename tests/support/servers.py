@@ -32,12 +32,17 @@ def missing_server(reason: str):
 
 class Loopback:
     """An HTTP server of its own on a loopback port, for sources that misbehave: each path is
-    answered by a function that writes the whole response to the handler (`answer`, `drip`);
-    any other path gets 404. Use as a context manager; `url` is its address."""
+    answered by a function that writes the whole response to the handler (`answer`, `drip`), GET
+    and POST alike; any other path gets 404. `seen` lists each request's method, path and
+    Authorization header. Use as a context manager; `url` is its address."""
 
     def __init__(self, routes: dict[str, Callable[[BaseHTTPRequestHandler], None]]):
+        self.seen: list[dict[str, str]] = []
+        seen = self.seen
         class Handler(BaseHTTPRequestHandler):
             def do_GET(self):
+                seen.append({"method": self.command, "path": self.path,
+                             "authorization": self.headers.get("Authorization", "")})
                 route = routes.get(urlsplit(self.path).path)
                 try:
                     if route is None:
@@ -46,6 +51,8 @@ class Loopback:
                         route(self)
                 except (BrokenPipeError, ConnectionResetError):
                     pass  # the client gave up, as a source under test should
+
+            do_POST = do_GET
 
             def log_message(self, *args):
                 pass

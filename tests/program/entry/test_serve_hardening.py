@@ -102,6 +102,32 @@ def test_a_password_in_the_prometheus_url_stays_out_of_the_record_and_the_answer
     assert rows and not [row for (row,) in rows if PASSWORD in row]
 
 
+def test_a_password_in_the_lm_url_is_sent_as_basic_auth_and_stays_out_of_everything_written(monkeypatch, tmp_path,
+                                                                                            capsys):
+    import base64
+
+    db = f"sqlite:///{tmp_path / 'audit.db'}"
+    monkeypatch.setenv("DIAGNOSIS_LM", "openai/qwen")
+    question = "只确认 order-service 是否存在 HighMemoryUsage 告警"
+    with Loopback({"/v1/chat/completions": answer(500, {"error": {"message": "overloaded"}})}) as lm_server:
+        monkeypatch.setenv("DIAGNOSIS_LM_API_BASE", lm_server.url.replace("http://", f"http://lm:{PASSWORD}@") + "/v1")
+        assert cli.main(["--db", db, "ask", question, "--json", "--no-compiled"]) == 0
+    # One that is not there at all: its connection error names the URL.
+    monkeypatch.setenv("DIAGNOSIS_LM_API_BASE", f"http://lm:{PASSWORD}@127.0.0.1:{free_port()}/v1")
+    assert cli.main(["--db", db, "ask", question, "--json", "--no-compiled"]) == 1
+    printed = capsys.readouterr()
+    assert PASSWORD not in printed.out + printed.err and "lm:***@127.0.0.1" in printed.err
+    basic = "Basic " + base64.b64encode(f"lm:{PASSWORD}".encode()).decode()
+    assert lm_server.seen and all(request["authorization"] == basic for request in lm_server.seen)
+    sessions, _ = AuditStore(db, read_only=True).list_sessions()
+    assert len(sessions) == 2 and all(s.verdict != "PASS" for s in sessions)
+    assert all(e.rule.startswith("lm.") for s in sessions for e in s.errors)
+    with sqlite3.connect(tmp_path / "audit.db") as conn:
+        rows = conn.execute("select record from diagnosis_sessions union all select output || retrieval_details "
+                            "from tool_invocations").fetchall()
+    assert rows and not [row for (row,) in rows if PASSWORD in row]
+
+
 # --- the Host header ----------------------------------------------------------------------------
 
 # The Host, then variants a DNS-rebinding page could send, and what a loopback server is.
