@@ -13,8 +13,8 @@ as (127.0.0.1 and localhost there), or one DIAGNOSIS_SERVE_HOSTS names, so a pag
 name to this machine reads nothing; DIAGNOSIS_API_TOKEN, when set, is the bearer token of every
 route but /healthz; a body over DIAGNOSIS_SERVE_MAX_BODY bytes is refused (413) before it is read
 whole; a body that is not the route's model is a 422 naming the first wrong part. A full queue
-answers 503 with Retry-After. A client has HEADER_TIMEOUT seconds to send each request's line and
-headers and KEEP_ALIVE_TIMEOUT idle seconds between requests, and at most MAX_CONNECTIONS
+answers 503 with Retry-After. A client has REQUEST_TIMEOUT seconds to send each request whole (its
+line, headers and body) and KEEP_ALIVE_TIMEOUT idle seconds between requests, and at most MAX_CONNECTIONS
 connections are served at once (beyond them, 503). Settings that cannot be used (a token that no
 header can carry, a number that is not one) stop the server before it binds.
 """
@@ -59,7 +59,7 @@ SETTINGS = (TOKEN, HOSTS, *DEFAULTS)
 BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
 # Seconds a client has for a request's line and headers, and idle between two requests; connections
 # served at once (a slow client holds one, and no more than these are held).
-HEADER_TIMEOUT, KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS = 10, 5, 200
+REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS = 15, 5, 200
 MAX_LISTED = 1000
 # A session whose stored record this version cannot read: the request is fine and so is the store.
 UNREADABLE_STATUS = 422
@@ -416,11 +416,12 @@ def _accept(payload: WebhookPayload, workers: Workers, language: Language) -> We
     return WebhookAnswer(accepted=accepted, refused=refused, resolved=resolved)
 
 
-class HeaderDeadline(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for each request's line and headers: uvicorn itself
-    waits for them for ever, so a client that sends half a request line and then nothing would hold
-    its connection as long as it liked. The deadline starts when the connection opens, and again
-    when a request after the first begins; a request whose head is in is the app's to time."""
+class RequestDeadline(H11Protocol):
+    """uvicorn's h11 protocol with a deadline for each request to arrive whole: uvicorn itself waits
+    for its line, headers and body for ever, so a client that sends half a request line, or a body a
+    byte at a time, would hold its connection as long as it liked. The deadline starts when the
+    connection opens, and again when a request after the first begins; a request that is in whole is
+    the app's to time."""
 
     _deadline: asyncio.TimerHandle | None = None
 
@@ -432,7 +433,7 @@ class HeaderDeadline(H11Protocol):
         if self.cycle is None or self.cycle.response_complete:
             self._arm()
         super().data_received(data)
-        if self.cycle is not None and not self.cycle.response_complete:
+        if self.cycle is not None and not self.cycle.response_complete and not self.cycle.more_body:
             self._disarm()
 
     def connection_lost(self, exc) -> None:
@@ -441,7 +442,7 @@ class HeaderDeadline(H11Protocol):
 
     def _arm(self) -> None:
         if self._deadline is None:
-            self._deadline = self.loop.call_later(HEADER_TIMEOUT, self._expired)
+            self._deadline = self.loop.call_later(REQUEST_TIMEOUT, self._expired)
 
     def _disarm(self) -> None:
         if self._deadline is not None:
@@ -465,6 +466,6 @@ def serve(store: AuditStore, lm: dspy.BaseLM, settings: ServeSettings, host: str
     logging["filters"] = {"printable": {"()": PrintableRecords}}
     for handler in logging["handlers"].values():
         handler["filters"] = ["printable"]
-    uvicorn.run(create_app(store, lm, settings), host=host, port=port, log_config=logging, http=HeaderDeadline,
+    uvicorn.run(create_app(store, lm, settings), host=host, port=port, log_config=logging, http=RequestDeadline,
                 timeout_keep_alive=KEEP_ALIVE_TIMEOUT, limit_concurrency=MAX_CONNECTIONS)
 

@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy import event
 
 from program.entry import cli
-from program.entry.server import HEADER_TIMEOUT, KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS
+from program.entry.server import REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS
 from program.store.audit import WRITE_FAILED, AuditStore
 from tests.support.alert_lm import alert_lm
 from tests.support.alertmanager_server import running_alertmanager
@@ -244,12 +244,52 @@ def test_a_client_that_stops_mid_request_line_or_stays_idle_is_disconnected(tmp_
         again.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
         time.sleep(1)
         again.sendall(b"GET /heal")  # a second request begun on a kept-alive connection
-        for conn, most in ((half, HEADER_TIMEOUT + 3), (headers, HEADER_TIMEOUT + 3), (silent, HEADER_TIMEOUT + 3),
-                           (idle, KEEP_ALIVE_TIMEOUT + 3), (again, HEADER_TIMEOUT + 3)):
+        for conn, most in ((half, REQUEST_TIMEOUT + 3), (headers, REQUEST_TIMEOUT + 3), (silent, REQUEST_TIMEOUT + 3),
+                           (idle, KEEP_ALIVE_TIMEOUT + 3), (again, REQUEST_TIMEOUT + 3)):
             with conn:
                 closed_after(conn, most)
         # A client that sends its request whole is answered as before.
         assert httpx.get(f"{api.url}/healthz").status_code == 200
+
+
+def test_a_body_that_stalls_or_drips_is_cut_at_the_request_deadline_and_a_whole_one_is_answered(tmp_path):
+    import threading
+
+    head = (b"POST /v1/alertmanager HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 4000\r\n\r\n")
+    with server(f"sqlite:///{tmp_path / 'audit.db'}") as api:
+        stalled = socket.create_connection(("127.0.0.1", api.port))
+        stalled.sendall(head + b'{"alerts": [')  # the issue's: a body begun, then nothing
+        dripping = socket.create_connection(("127.0.0.1", api.port))
+        dripping.sendall(head)
+        stop = threading.Event()
+
+        def drip():
+            # A byte a second: 4,000 s for the body, each byte well inside any idle timeout.
+            while not stop.wait(1.0):
+                try:
+                    dripping.sendall(b" ")
+                except OSError:
+                    return
+
+        sender = threading.Thread(target=drip, daemon=True)
+        sender.start()
+        try:
+            for conn in (stalled, dripping):
+                assert closed_after(conn, REQUEST_TIMEOUT + 3) <= REQUEST_TIMEOUT + 3
+        finally:
+            stop.set()
+            sender.join(timeout=5)
+            stalled.close()
+            dripping.close()
+        # A body sent whole, in pieces, is read and answered.
+        whole = json.dumps(webhook(firing())).encode()
+        with socket.create_connection(("127.0.0.1", api.port), timeout=10) as conn:
+            conn.sendall(head.replace(b"4000", str(len(whole)).encode()))
+            for start in range(0, len(whole), 64):
+                conn.sendall(whole[start:start + 64])
+                time.sleep(0.01)
+            assert conn.recv(65536).startswith(b"HTTP/1.1 202")
 
 
 def test_beyond_the_connection_limit_a_request_is_answered_503(tmp_path):
