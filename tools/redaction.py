@@ -1,40 +1,105 @@
-"""Credentials in text as it may be stored, served or printed: a URL's password is never shown.
+"""Credentials in text as it may be stored, served or printed: a credential is never shown.
 
-A URL names its credentials in its userinfo (RFC 3986: `scheme://user:password@host`). Settings and
-flags carry such URLs (an Alertmanager, a Prometheus, an LM endpoint, a database) and so can tool
-output; every text the audit store writes, the API serves and the command line or the server's log
-prints passes through `hide_credentials`, which keeps the scheme, the user and the host, as
-SQLAlchemy shows a database URL (`postgresql://user:***@host/db`).
+Two kinds are hidden, each by what it is rather than by where it sits:
+- a URL's password: a URL names it in its userinfo (RFC 3986: `scheme://user:password@host`), in
+  any text, tool output included; the scheme, the user and the host are kept, as SQLAlchemy shows a
+  database URL (`postgresql://user:***@host/db`);
+- the secrets this process was given: the query values and fragment of every URL the user set (the
+  `DIAGNOSIS_*` settings that hold a URL, and a URL a command was passed: `keep_secrets_of`), every
+  setting that holds a token, and the value of every environment variable named as a credential
+  (`*_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`: the names providers' SDKs read). Wherever one of
+  those values appears, in whatever form a URL may carry it (as given, percent-encoded), it is
+  hidden, so `?token=…`, `&X-Amz-Signature=…` or a key echoed in an error line is never shown.
+A value shorter than MIN_SECRET characters is not taken as a secret (`?limit=5`): hiding it would
+hide every occurrence of it in every text.
+
+Every text the audit store writes, the API serves and the command line or the server's log prints
+passes through `hide_credentials`.
 """
 
 from __future__ import annotations
 
+import os
 import re
+from functools import lru_cache
 from typing import Any
+from urllib.parse import parse_qsl, quote, quote_plus, urlsplit
+
+from contracts.settings import PREFIX, Settings, current
 
 HIDDEN = "***"
+MIN_SECRET = 8
 # scheme://user:password@ — the password runs to the last "@" before the host part ends, since a
 # password may hold an unescaped "@" (`am:p@ss@host`), but never past "/", "?", "#" or a space.
 USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/?#@:]*):(?P<password>[^\s/?#]*)@")
+CREDENTIAL_NAME = re.compile(r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
+_GIVEN: set[str] = set()
 
 
-def hide_credentials(text: str) -> str:
-    """`text` with the password of every URL in it replaced by ***."""
-    if "://" not in text:
-        return text
-    return USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{HIDDEN}@" if m["password"] != HIDDEN else m.group(), text)
+def url_secrets(url: str) -> set[str]:
+    """What of `url` is a credential when a user sets it: its password, query values and fragment."""
+    try:
+        parts = urlsplit(url.strip())
+        password = parts.password
+    except ValueError:
+        return set()
+    found = {password or "", parts.fragment} | {v for _, v in parse_qsl(parts.query, keep_blank_values=True)}
+    return {v for v in found if len(v) >= MIN_SECRET}
 
 
-def hidden(value: Any, place: str = "", changes: list[str] | None = None) -> Any:
+def keep_secrets_of(url: str) -> None:
+    """Hide what of `url` is a credential from every text from now on (a URL given on a command line)."""
+    _GIVEN.update(url_secrets(url))
+
+
+@lru_cache(maxsize=8)
+def _secrets_of(environment: tuple[tuple[str, str], ...], given: frozenset[str]) -> tuple[str, ...]:
+    found = set(given)
+    settings = current()
+    for name, field in Settings.model_fields.items():
+        setting = getattr(settings, name)
+        holds = (field.json_schema_extra or {}).get("holds")
+        if setting and holds == "URL":
+            found |= url_secrets(setting)
+        elif setting and holds == "token" and len(setting.strip()) >= MIN_SECRET:
+            found.add(setting.strip())
+    found |= {v for k, v in environment if CREDENTIAL_NAME.search(k) and len(v) >= MIN_SECRET}
+    forms = found | {quote(v, safe="") for v in found} | {quote_plus(v, safe="") for v in found}
+    # The longest first, so that a secret holding another is hidden whole.
+    return tuple(sorted(forms, key=len, reverse=True))
+
+
+def secrets() -> tuple[str, ...]:
+    """The secrets this process was given, in every form they are hidden in."""
+    environment = tuple(sorted((k, v) for k, v in os.environ.items()
+                               if k.upper().startswith(PREFIX) or CREDENTIAL_NAME.search(k)))
+    return _secrets_of(environment, frozenset(_GIVEN))
+
+
+def hide_credentials(text: str, known: tuple[str, ...] | None = None) -> str:
+    """`text` with the password of every URL in it, and every secret this process was given
+    (`known`, else `secrets()`), replaced by ***."""
+    if "://" in text:
+        text = USERINFO.sub(lambda m: f"{m['scheme']}{m['user']}:{HIDDEN}@" if m["password"] != HIDDEN else m.group(),
+                            text)
+    for secret in secrets() if known is None else known:
+        if secret in text:
+            text = text.replace(secret, HIDDEN)
+    return text
+
+
+def hidden(value: Any, place: str = "", changes: list[str] | None = None, known: tuple[str, ...] | None = None) -> Any:
     """`value` (JSON-like) with every string's credentials hidden; each changed place is appended to
     `changes` when given."""
+    known = secrets() if known is None else known
     if isinstance(value, str):
-        shown = hide_credentials(value)
+        shown = hide_credentials(value, known)
         if shown != value and changes is not None:
-            changes.append(f"{place or 'the value'} (a URL's password hidden)")
+            changes.append(f"{place or 'the value'} (a credential hidden)")
         return shown
     if isinstance(value, dict):
-        return {key: hidden(item, f"{place}.{key}" if place else str(key), changes) for key, item in value.items()}
+        return {key: hidden(item, f"{place}.{key}" if place else str(key), changes, known)
+                for key, item in value.items()}
     if isinstance(value, list | tuple):
-        return [hidden(item, f"{place}[{i}]", changes) for i, item in enumerate(value)]
+        return [hidden(item, f"{place}[{i}]", changes, known) for i, item in enumerate(value)]
     return value

@@ -18,12 +18,13 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from contracts import DiagnosisResult, DiagnosisSession
+from program.entry.display import StageProgress, clip, plain, print_audit, print_result
+from program.entry.terminal import printable_json
 from program.store.audit import INTERNAL_ERROR, MAX_ID, AuditStore
 from program.store.errors import AuditStoreError, AuditURLError
 from program.store.storable import storable
-from program.entry.terminal import printable_json
-from contracts import DiagnosisResult, DiagnosisSession
-from program.entry.display import StageProgress, clip, plain, print_audit, print_result
+from tools.redaction import keep_secrets_of
 
 # Rules that mean the LM itself cannot be used: the run did not look at evidence, and the exit is 1.
 UNUSABLE_LM = ("lm.unreachable", "lm.not_configured", "lm.engine_unsupported", "lm.model_integrity")
@@ -87,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         # Bytes that are not UTF-8 reach Python as lone surrogates: such an argument is not text.
         if isinstance(value, str) and storable(value)[1]:
             parser.error(f"argument {name}: not UTF-8 text")
+        if isinstance(value, str) and "://" in value:
+            keep_secrets_of(value)
 
     # Stored text is printed as it is: ":warning:" in a log line stays those characters.
     console = Console(stderr=False, emoji=False)

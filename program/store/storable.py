@@ -1,4 +1,4 @@
-"""What the store writes: every value as every database and JSON hold it, and every URL's password
+"""What the store writes: every value as every database and JSON hold it, and every credential
 hidden, with each place that changed named in the record's note (`audit.unstorable`)."""
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ def storable(value: Any) -> tuple[Any, list[str]]:
 
 
 def written(value: Any) -> tuple[Any, list[str]]:
-    """`value` as the store writes and serves it: storable, and every URL's password hidden
+    """`value` as the store writes and serves it: storable, and every credential hidden
     (tools.redaction), with each place that changed."""
     changes: list[str] = []
     shown = hidden(value, "", changes)

@@ -102,6 +102,27 @@ def test_a_password_in_the_prometheus_url_stays_out_of_the_record_and_the_answer
     assert rows and not [row for (row,) in rows if PASSWORD in row]
 
 
+def test_a_token_in_a_urls_query_is_never_stored_or_printed(monkeypatch, capsys, tmp_path):
+    from program.entry.api import diagnose
+
+    token = "qs-" + PASSWORD
+    db = f"sqlite:///{tmp_path / 'audit.db'}"
+    monkeypatch.setenv("DIAGNOSIS_PROMETHEUS_URL", f"http://127.0.0.1:{free_port()}/?access_token={token}")
+    result = diagnose('Only confirm whether "order-service" has the "HighMemoryUsage" alert', lm=alert_lm(), db=db,
+                      compiled=False)
+    assert result.verdict != "PASS" and token not in result.model_dump_json()
+    # A flag's URL: the Alertmanager's error line names it, without its signature.
+    signed = f"http://127.0.0.1:{free_port()}/?X-Amz-Signature={token}"
+    assert cli.main(["--db", db, "investigate", "--alertmanager-url", signed]) == 1
+    err = capsys.readouterr().err
+    assert "Alertmanager at http://127.0.0.1" in err and token not in err and "X-Amz-Signature=***" in err
+    with sqlite3.connect(tmp_path / "audit.db") as conn:
+        rows = conn.execute("select record from diagnosis_sessions union all select output || retrieval_details "
+                            "from tool_invocations").fetchall()
+    assert rows and not [row for (row,) in rows if token in row]
+    assert [row for (row,) in rows if "access_token=***" in row]
+
+
 def test_a_password_in_the_lm_url_is_sent_as_basic_auth_and_stays_out_of_everything_written(monkeypatch, tmp_path,
                                                                                             capsys):
     import base64
