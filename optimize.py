@@ -4,7 +4,7 @@
     python optimize.py --replay results/<run>   # re-score a run from its transcript, no model
 
 The program tuned is the module diagnose() runs: the pipeline's citation module
-(program.lm.citation.Cite), compiled through its one predictor, on recorded evidence. Each devset
+(program.stages.executor.Cite), compiled through its one predictor, on recorded evidence. Each devset
 case's gold tool calls run once through the real recorder, in the devset's world, so one example
 costs one LM call, and the metric is the checks a diagnosis runs after citation, with the parts a
 user sees (devset/recorded.py). Candidates compile on the training split only and are scored on the
@@ -39,8 +39,8 @@ from optimization.report import screenshot, write_report  # noqa: E402
 from optimization.statistics import INTERVAL, RESAMPLES, paired_gain, part_correlation  # noqa: E402
 from program.evidence.citations import Menu  # noqa: E402
 from program.lm.adapter import adapter_for  # noqa: E402
-from program.lm.citation import Cite  # noqa: E402
-from program.lm.compiled import lm_identity, save_program  # noqa: E402
+from program.stages.executor import Cite  # noqa: E402
+from program.stages.compiled import lm_identity, save_program  # noqa: E402
 from program.lm.embedding import QuestionEmbedder  # noqa: E402
 from program.lm.engine import lm_spec, resolve_lm  # noqa: E402
 from program.lm.transcript import recording_lm, replaying_lm  # noqa: E402

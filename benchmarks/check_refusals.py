@@ -3,7 +3,7 @@ catches a hostile one. No LM runs.
 
     .venv/bin/python benchmarks/check_refusals.py            # writes results/refusals-<UTC>/
 
-Every claim goes through what a diagnosis runs after an executor attempt (`program.lm.cite.review`):
+Every claim goes through what a diagnosis runs after an executor attempt (`program.stages.cite.review`):
 the hook and the gatekeeper, every claim check of `program.evidence.verdict`, and the second look
 (which searches the fixture world again). Honest claims:
 - every gold output of the devset (the seed cases and devset/hard.jsonl, in the devset's world);
@@ -38,8 +38,8 @@ from devset import devset_world, load_devset
 from devset.gold import GoldUnavailable, gold_executor_output, gold_tool_calls
 from program.evidence.citations import Menu
 from program.evidence.language import question_language
-from program.lm.cite import review
-from program.lm.run import Run
+from program.stages.cite import review
+from program.stages.run import Run
 from program.store.audit import AuditStore
 from contracts import ClaimDraft, EvidenceBinding, ExecutorOutput, ParseStatus, ToolInvocation
 from tools.declaration import Toolbox

@@ -35,7 +35,7 @@ from program.entry.api import diagnose
 from program.store.audit import AuditStore
 from program.evidence.scope import mentions
 from program.lm.engine import EMBEDDED, base_engine, lm_spec, narrows, resolve_lm
-from program.lm.pipeline import Diagnosis
+from program.stages.pipeline import Diagnosis
 from program.lm.transcript import recording_lm, replaying_lm
 
 UNSEEN = Path(__file__).resolve().parent / "unseen_questions.json"

@@ -9,7 +9,7 @@ every command, so nothing from earlier runs on this machine helps:
   1. `make install` (an installed tree: only the check that nothing changed);
   2. `make run`: the first diagnosis on a machine that has saved nothing (a fresh clone's first run);
   3. `make run` again: the probe and the three stage prefixes it used are now saved;
-  4. `python -m program.lm.warm`, in a new empty cache: what warming every stage ahead costs;
+  4. `python -m program.entry.warm`, in a new empty cache: what warming every stage ahead costs;
   5. `make run` after that warm-up: the first diagnosis of a machine warmed after its install.
 The model file is already assembled (`make install` assembles it). `make run` prints its stage
 lines, which are kept with each command's output in the run's folder.
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(timed("1-make-install", ["make", "install"], fresh, out, lock=False))
         rows.append(timed("2-make-run-nothing-saved", ["make", "run"], fresh, out, lock=True))
         rows.append(timed("3-make-run-again", ["make", "run"], fresh, out, lock=True))
-        rows.append(timed("4-warm", [python, "-m", "program.lm.warm"], warmed, out, lock=True))
+        rows.append(timed("4-warm", [python, "-m", "program.entry.warm"], warmed, out, lock=True))
         rows.append(timed("5-make-run-after-warm", ["make", "run"], warmed, out, lock=True))
     meta["finished_load"] = round(os.getloadavg()[0], 2)
     (out / "results.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2), encoding="utf-8")

@@ -2,7 +2,7 @@
 
 Each devset case's gold tool calls are run once through the real recorder (as HolmesGPT replays
 recorded tool output), so every candidate sees the same invocations, ids and refs. The program
-under optimization is the pipeline's own citation module (program.lm.citation.Cite): one LM call
+under optimization is the pipeline's own citation module (program.stages.executor.Cite): one LM call
 per example, under the same schema constraints. Its output then goes through the same checks a
 diagnosis runs after citation (program.evidence.checks), and the metric's feedback names the rules
 that failed.

@@ -16,7 +16,7 @@ from contracts import NARROW_MAX_CLAIMS, ClaimDraft, ExecutorOutput, ParseStatus
 
 
 class LookupRule(dspy.Module):
-    """Called like program.lm.citation.Cite, and returns the same Prediction."""
+    """Called like program.stages.executor.Cite, and returns the same Prediction."""
 
     def forward(self, question: str, plan: PlannerOutput, invocations: list[ToolInvocation], narrow: bool,
                 retry_context: str = "none") -> dspy.Prediction:

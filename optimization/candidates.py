@@ -1,5 +1,5 @@
 """What optimize.py compiles: each candidate is the pipeline's own citation module
-(program.lm.citation.Cite) compiled by one of DSPy's optimizers on the training split only."""
+(program.stages.executor.Cite) compiled by one of DSPy's optimizers on the training split only."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import dspy
 
 from devset.recorded import CitationMetric, Recorded
-from program.lm.citation import Cite
+from program.stages.executor import Cite
 
 OPTIMIZERS = ("labeled", "stratified", "bootstrap", "knn", "gepa", "mipro")
 DEFAULT = ("stratified",)

@@ -15,7 +15,7 @@ from optimization.report import gain_text
 from optimization.statistics import paired_gain, part_correlation
 from program.entry.api import diagnose
 from program.store.audit import AuditStore
-from program.lm.compiled import newest_compiled
+from program.stages.compiled import newest_compiled
 from tests.support.good_lm import pass_all
 from tests.support.scripted import ScriptedEngine, field_value
 from tools.functions import TOOLBOX

@@ -8,9 +8,9 @@ from program.store.audit import AuditStore
 from program.store.storable import storable, written
 from program.evidence.language import answer_language
 from program.lm.adapter import adapter_for
-from program.lm.compiled import load_program
+from program.stages.compiled import load_program
 from program.lm.engine import resolve_lm
-from program.lm.pipeline import Diagnosis
+from program.stages.pipeline import Diagnosis
 from contracts import DiagnosisResult
 
 

@@ -1,2 +1,2 @@
-"""The LM layer: the embedded engine and its models, the constrained adapter, transcripts, and the
-DSPy program whose stages call the LM (planner, executor, verifier, composer)."""
+"""The model runtime: the embedded engine and its models, an OpenAI-compatible server as the LM, the
+constrained adapter, saved prefixes, transcripts and usage. The stages that call it are program.stages."""

@@ -7,7 +7,7 @@ from devset.gold import refs_in
 from program.entry.api import diagnose
 from program.evidence.gatekeeper import check
 from program.lm.adapter import tool_call_patch
-from program.lm.pipeline import Diagnosis
+from program.stages.pipeline import Diagnosis
 from contracts import ExecutorOutput
 from signatures.diagnosis import PlanDiagnosis, for_toolbox
 from tests.support.good_lm import good_lm

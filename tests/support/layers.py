@@ -16,7 +16,8 @@ LAYERS = {
     "tools": "tools",
     "program.evidence": "evidence",
     "program.store": "store",  # the audit store: what the LM stages and the entry points write to
-    "program.lm": "lm",
+    "program.lm": "lm",  # the model runtime: engines, models, the adapter, transcripts
+    "program.stages": "stages",  # the DSPy modules and the run they make: plan, gather, cite, judge, compose
     "program": "entry",
     "devset": "devset",
     "optimization": "optimization",
@@ -26,11 +27,12 @@ LAYERS = {
     "scripts": "anywhere",
     "tests": "anywhere",
 }
-RANK = {"contracts": 0, "tools": 1, "evidence": 2, "store": 3, "lm": 4, "entry": 5, "devset": 6, "optimization": 7}
+RANK = {"contracts": 0, "tools": 1, "evidence": 2, "store": 3, "lm": 4, "stages": 5, "entry": 6, "devset": 7,
+        "optimization": 8}
 
 
 def project_modules(root: Path) -> dict[str, Path]:
-    """Every module of the tree by dotted name: `program.lm.pipeline`, `optimize`, `signatures` (its __init__)."""
+    """Every module of the tree by dotted name: `program.stages.pipeline`, `optimize`, `signatures` (its __init__)."""
     modules = {}
     for path in sorted(root.rglob("*.py")):
         parts = path.relative_to(root).with_suffix("").parts

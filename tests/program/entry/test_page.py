@@ -200,7 +200,7 @@ def test_a_run_that_failed_on_a_bug_shows_its_error_and_traceback(store, cases, 
     def bug(*args, **kwargs):
         raise ValueError("<b>a bug in the verdict table</b>")
 
-    monkeypatch.setattr("program.lm.judge.enforce", bug)
+    monkeypatch.setattr("program.stages.judge.enforce", bug)
     case = cases["high_memory_positive"]
     result = diagnose(case["question"], lm=good_lm(case), db=store, compiled=False)
     html = _page(store, result.session_id)

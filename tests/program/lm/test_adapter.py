@@ -18,7 +18,7 @@ from program.lm.adapter import (
     narrowing,
     tool_call_patch,
 )
-from program.lm.pipeline import Diagnosis
+from program.stages.pipeline import Diagnosis
 from contracts import PlannerOutput
 from signatures.diagnosis import (
     CiteEvidence,

@@ -191,7 +191,7 @@ def test_a_changed_prefix_is_a_new_key_never_the_old_state(tmp_path, monkeypatch
 @pytest.mark.embedded
 def test_a_warmed_machine_reads_no_stage_prefix_in_its_first_diagnosis(tmp_path, monkeypatch):
     from program.entry.api import diagnose
-    from program.lm.warm import warm
+    from program.entry.warm import warm
 
     monkeypatch.setenv("DIAGNOSIS_PREFIX_CACHE", str(tmp_path))
     uses = dict(warm("embedded-small"))

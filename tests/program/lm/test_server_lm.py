@@ -11,7 +11,7 @@ import pytest
 from program.entry.api import diagnose
 from program.lm.adapter import ConstrainedJSONAdapter, narrowing
 from program.lm.engine import preflight, resolve_lm
-from program.lm.pipeline import Diagnosis
+from program.stages.pipeline import Diagnosis
 from program.lm.server_lm import ServerEngine, wire_format
 from program.lm.transcript import recording_lm
 from program.lm.wire import schema_grammar_text

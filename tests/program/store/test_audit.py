@@ -21,7 +21,7 @@ from devset import load_cases
 from program.store.audit import AuditStore
 from program.store.errors import AuditStoreError
 from program.store.processes import this_process
-from program.lm.pipeline import Diagnosis
+from program.stages.pipeline import Diagnosis
 from contracts import (
     DiagnosisSession,
     EvidenceRef,

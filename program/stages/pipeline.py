@@ -3,7 +3,7 @@ gatekeeper -> judge -> compose -> audit record. Each stage is a module of its ow
 gather.py, cite.py with citation.py, judge.py, compose.py); the run's state, its record and its
 endings are run.py's.
 
-Every LM stage call goes through one wrapper (`program.lm.run.ask`): an LM error, a timeout or
+Every LM stage call goes through one wrapper (`program.stages.run.ask`): an LM error, a timeout or
 unparseable output is recorded as a finding and the run fails closed (LOW_CONFID or REJECT), it
 never crashes and never passes.
 """
@@ -15,16 +15,16 @@ import uuid
 import dspy
 
 from program.evidence.language import question_language
-from program.lm.cite import cite_and_check
-from program.lm.citation import Cite
-from program.lm.compose import Compose
+from program.stages.cite import cite_and_check
+from program.stages.executor import Cite
+from program.stages.compose import Compose
 from program.lm.engine import narrows, preflight, schema_note
-from program.lm.gather import Gather
-from program.lm.judge import Judge
-from program.lm.named_alerts import named_alert_calls
-from program.lm.plan import Plan
-from program.lm.run import Run, RunStore
-from program.lm.tool_calls import call_tools
+from program.stages.gather import Gather
+from program.stages.judge import Judge
+from program.stages.named_alerts import named_alert_calls
+from program.stages.plan import Plan
+from program.stages.run import Run, RunStore
+from program.stages.tool_calls import call_tools
 from program.lm.usage import counting_calls
 from program.store.audit import AuditStore
 from contracts import Finding

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from devset.gold import gold_plan, refs_in
 from program.entry.api import diagnose
-from program.lm.pipeline import Diagnosis
+from program.stages.pipeline import Diagnosis
 from tests.support.good_lm import good_lm
 from tools.declaration import Toolbox
 from tools.functions import QUERY_LOGS, TOOLBOX

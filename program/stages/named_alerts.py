@@ -3,7 +3,7 @@ up. The planner may choose more evidence, but never less than the question itsel
 
 from __future__ import annotations
 
-from program.lm.run import Run
+from program.stages.run import Run
 from contracts import Finding
 from tools.calls import tool_call_contract
 from tools.declaration import Toolbox

@@ -7,7 +7,7 @@ import dspy
 
 from program.evidence.scope import exclusion_candidates
 from program.lm.adapter import chain, choices_patch, length_patch, tool_call_patch
-from program.lm.run import Run, ask
+from program.stages.run import Run, ask
 from signatures.demos import planner_demos
 from signatures.diagnosis import PlanDiagnosis, for_toolbox
 from tools.declaration import Toolbox

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from program.evidence.relevance import question_words
 from program.evidence.verdict import SECOND_LOOK_SHARE, CitedRef, plausible, ranked_lines, second_look_blocker
-from program.lm.run import Run
+from program.stages.run import Run
 from contracts import Claim, Finding
 from tools.recorder import citation_label
 

@@ -25,7 +25,7 @@ from program.evidence.citations import Menu
 from program.evidence.parsing import salvage_executor_output
 from program.lm.adapter import citation_patch, narrowing
 from program.lm.engine import narrows
-from program.lm.stage_errors import stage_error
+from program.stages.stage_errors import stage_error
 from contracts import ExecutorOutput, Finding, ParseStatus, PlannerOutput, RetryContext, ToolInvocation
 from signatures.demos import executor_demos
 from signatures.diagnosis import CiteEvidence, narrow_citation

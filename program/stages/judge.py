@@ -10,7 +10,7 @@ from program.evidence.answer import contexts
 from program.evidence.checks import Checked
 from program.evidence.verdict import enforce
 from program.lm.adapter import judgement_patch
-from program.lm.run import Run, ask
+from program.stages.run import Run, ask
 from contracts import Claim, ClaimJudgement, Finding
 from signatures.demos import judge_demos
 from signatures.diagnosis import JudgeClaim

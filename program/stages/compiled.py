@@ -19,7 +19,7 @@ import dspy
 
 from program.store.audit import AuditStore
 from program.lm.engine import describe_identity, lm_identity
-from program.lm.pipeline import Diagnosis
+from program.stages.pipeline import Diagnosis
 from contracts import Finding
 from contracts.settings import current
 

@@ -6,11 +6,11 @@ import json
 import pytest
 
 from program.entry.api import diagnose
-from program.lm.citation import Cite
-from program.lm.compiled import COMPILED_REFUSED, COMPILED_USED, compiled_for, load_program, save_program
+from program.stages.executor import Cite
+from program.stages.compiled import COMPILED_REFUSED, COMPILED_USED, compiled_for, load_program, save_program
 from program.lm.engine import embedded_lm, lm_identity
 from program.lm.models import QWEN_0_5B
-from program.lm.pipeline import Diagnosis
+from program.stages.pipeline import Diagnosis
 from tests.support.good_lm import good_lm
 
 RUN = "20260101T000000Z"

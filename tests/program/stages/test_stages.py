@@ -14,13 +14,13 @@ import pytest
 from dspy.utils.exceptions import LMTimeoutError, LMUnexpectedError
 
 from program.entry.api import diagnose
-from program.lm.citation import Cite
-from program.lm.compose import Compose, composer_not_asked
-from program.lm.gather import Gather
-from program.lm.judge import Judge
-from program.lm.pipeline import Diagnosis
-from program.lm.plan import Plan
-from program.lm.stage_errors import stage_error
+from program.stages.executor import Cite
+from program.stages.compose import Compose, composer_not_asked
+from program.stages.gather import Gather
+from program.stages.judge import Judge
+from program.stages.pipeline import Diagnosis
+from program.stages.plan import Plan
+from program.stages.stage_errors import stage_error
 from contracts import Claim
 from tests.support.good_lm import broad, good_lm
 
@@ -155,7 +155,7 @@ def test_a_source_that_fails_while_it_is_read_ends_in_the_record(cases, store, m
     def broken_source():
         raise ValueError("the metrics source answered something that is not JSON")
 
-    monkeypatch.setattr("program.lm.run.active_catalog", broken_source)
+    monkeypatch.setattr("program.stages.run.active_catalog", broken_source)
     case = cases["high_memory_positive"]
     result = diagnose(case["question"], lm=good_lm(case), db=store)
     assert result.verdict == "LOW_CONFID" and [e.rule for e in result.errors] == ["pipeline.internal_error"]

@@ -23,7 +23,7 @@ from program.evidence.relevance import question_target, unknown_names
 from program.evidence.scope import read_scope, with_proposed_exclusions
 from program.evidence.verdict import CitedRef
 from program.lm.adapter import narrowing
-from program.lm.stage_errors import stage_error
+from program.stages.stage_errors import stage_error
 from program.lm.usage import counted
 from program.store.audit import INTERNAL_ERROR, TRACEBACK
 from program.store.processes import this_process

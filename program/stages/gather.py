@@ -6,8 +6,8 @@ from __future__ import annotations
 import dspy
 
 from program.lm.adapter import tool_call_patch
-from program.lm.run import Run, ask
-from program.lm.tool_calls import call_tools
+from program.stages.run import Run, ask
+from program.stages.tool_calls import call_tools
 from signatures.diagnosis import GatherEvidence, for_toolbox
 from tools.declaration import Toolbox
 from tools.recorder import render_observations

@@ -8,7 +8,7 @@ import dspy
 from program.evidence.answer import deterministic_answer, fact_line, scan_answer
 from program.evidence.checks import Checked
 from program.lm.adapter import length_patch
-from program.lm.run import Run, ask
+from program.stages.run import Run, ask
 from contracts import Claim, ComposerOutput
 from signatures.diagnosis import ComposeAnswer
 from tools.recorder import call_text

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from program.evidence.scope import mentions
-from program.lm.run import Run
+from program.stages.run import Run
 from contracts import Finding
 
 # The rule of a round that asked for more calls than it may make (a recorded name).

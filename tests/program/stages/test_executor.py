@@ -16,8 +16,8 @@ from program.evidence.checks import check_citations
 from program.evidence.citations import Menu
 from program.evidence.relevance import question_target
 from program.lm.adapter import ConstrainedJSONAdapter
-from program.lm.citation import Cite
-from program.lm.pipeline import Diagnosis
+from program.stages.executor import Cite
+from program.stages.pipeline import Diagnosis
 from contracts import ClaimDraft, EvidenceBinding, ExecutorOutput, ParseStatus, PlannerOutput
 from tests.support.good_lm import good_lm, pass_all
 from tests.support.scripted import ScriptedEngine, field_value, scripted_lm
@@ -207,7 +207,7 @@ def test_the_optimizer_scores_the_module_the_pipeline_runs(cases, monkeypatch):
     requests.clear()
     evidence = record([case], active_catalog(), TOOLBOX)
     example = evidence[case["case_id"]].example()
-    monkeypatch.setattr("program.lm.citation.narrows", lambda lm: True)
+    monkeypatch.setattr("program.stages.executor.narrows", lambda lm: True)
     with dspy.context(lm=lm, adapter=ConstrainedJSONAdapter(compact=True)):
         runs = evaluate(Cite(), "uncompiled", [example], evidence, Calls())
     from_optimizer = _module_parts(_executor_request(requests))

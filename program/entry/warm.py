@@ -1,4 +1,4 @@
-"""`python -m program.lm.warm [--lm embedded]`: ready this machine for a fast first diagnosis.
+"""`python -m program.entry.warm [--lm embedded]`: ready this machine for a fast first diagnosis.
 
 It assembles and checks the embedded model, runs the engine probe (which is then remembered), and
 saves the prefix state of every stage prompt the program sends (the planner's, the tool rounds',
@@ -17,9 +17,9 @@ import sys
 import dspy
 
 from program.lm.adapter import ConstrainedJSONAdapter
-from program.lm.compiled import load_program
+from program.stages.compiled import load_program
 from program.lm.engine import EMBEDDED, LlamaEngine, preflight, resolve_lm
-from program.lm.pipeline import Diagnosis
+from program.stages.pipeline import Diagnosis
 from program.lm.prefix_cache import PrefixUse
 from signatures.diagnosis import narrow_citation
 

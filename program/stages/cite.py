@@ -1,4 +1,4 @@
-"""The cite stage of a run: the citation module (`program.lm.citation.Cite`) with the checks that
+"""The cite stage of a run: the citation module (`program.stages.executor.Cite`) with the checks that
 follow it as its review. When code refuses something a new attempt can fix (a gatekeeper reject, a
 claim a code check blocks, a "nothing found" the second look contradicts), the module asks once
 more, told why; every attempt goes into the record, and the verdict rests on the one the checks
@@ -9,9 +9,9 @@ from __future__ import annotations
 import dspy
 
 from program.evidence.checks import Checked, Review, check_citations, retry_context
-from program.lm.citation import Cite
-from program.lm.run import Run
-from program.lm.second_look import second_look, unclaimed_look
+from program.stages.executor import Cite
+from program.stages.run import Run
+from program.stages.second_look import second_look, unclaimed_look
 from contracts import ExecutorAttempt, Finding, RetryContext
 from tools.recorder import citation_label
 
