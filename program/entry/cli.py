@@ -18,7 +18,8 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from program.store.audit import INTERNAL_ERROR, MAX_ID, AuditStore
+from program.store.audit import INTERNAL_ERROR, AuditStore
+from program.store.tables import MAX_ID
 from program.store.errors import AuditStoreError, AuditURLError
 from program.store.storable import storable
 from program.entry.terminal import printable_json
