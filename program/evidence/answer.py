@@ -21,7 +21,7 @@ from dataclasses import replace
 from program.evidence.characters import bidi_controls, negation_word
 from program.evidence.injection import addresses_the_model, restated_instruction
 from program.evidence.language import TEXT, no_hit_sentence, say, verdict_text
-from program.evidence.matching import canonical
+from program.evidence.canonical import canonical
 from program.evidence.relevance import unnamed_topics
 from program.evidence.scope import mentions
 from program.evidence.statements import (
