@@ -24,15 +24,8 @@ from program.evidence.language import TEXT, no_hit_sentence, say, verdict_text
 from program.evidence.canonical import canonical
 from program.evidence.relevance import unnamed_topics
 from program.evidence.scope import mentions
-from program.evidence.statements import (
-    CLAUSE_END,
-    NEGATION,
-    misbound_numbers,
-    outside_state_denials,
-    sentences,
-    state_conflicts,
-    ungrounded_numbers,
-)
+from program.evidence.numbers import misbound_numbers, ungrounded_numbers
+from program.evidence.statements import CLAUSE_END, NEGATION, outside_state_denials, sentences, state_conflicts
 from program.evidence.verdict import IDENTIFIER, CitedRef
 from contracts import RAW_PATH_IN_TEXT, Claim, Language, Verdict
 from tools.search import read_line, read_query

@@ -30,15 +30,14 @@ from program.evidence.injection import restated_instruction, rests_on_direction
 from program.evidence.relevance import Target, off_topic, unnamed_topics
 from program.evidence.scope import mentions
 from program.evidence.units import UNIT
+from program.evidence.numbers import misbound_numbers, ungrounded_numbers
 from program.evidence.statements import (
     CLAUSE_END,
     NEGATION,
-    misbound_numbers,
     negated,
     only_denied,
     outside_state_denials,
     state_conflicts,
-    ungrounded_numbers,
 )
 from contracts import (
     JUDGEMENT_STATUS,
