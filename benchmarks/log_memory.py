@@ -39,7 +39,7 @@ sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from tools.sources.interfaces import LogQuery
 from tools.sources.logs.directory import LogDirectory
-from tools.world import DEFAULT_WORLD_DIR, load_synonyms
+from tools.sources.fixture import DEFAULT_WORLD_DIR, load_synonyms
 from tools.search import read_query, words
 words("warm up")
 imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

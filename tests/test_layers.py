@@ -81,6 +81,6 @@ def test_nothing_outside_tools_imports_the_fixture_world():
     outside = {m: p for m, p in modules.items()
                if m.split(".")[0] in ("program", "contracts", "signatures", "devset", "optimization", "benchmarks", "optimize")}
     assert len(outside) > 30
-    leaks = {m: sorted(n for n in imported_names(p, m) if n.startswith(("tools.world", "tools.sources.fixture")))
+    leaks = {m: sorted(n for n in imported_names(p, m) if n.startswith("tools.sources.fixture"))
              for m, p in outside.items()}
     assert {m: names for m, names in leaks.items() if names} == {}

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tools.search import Index, Line, line_matches, read_query
-from tools.world import get_world
+from tools.sources.fixture import get_world
 
 SYNONYMS = {"connection_pool": ("hikaricp", "connection pool", "连接池"), "memory": ("heap", "内存")}
 SERVICES = ("payment-service", "order-service")

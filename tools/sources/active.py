@@ -19,12 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.sources.errors import SourceError
-from tools.sources.fixture import fixture_sources
+from tools.sources.fixture import DEFAULT_WORLD_DIR, WorldError, fixture_sources, get_world, load_synonyms
 from tools.sources.interfaces import LogSource, MetricsSource, RunbookSource, Settings
 from tools.sources.logs.directory import LogDirectory
 from tools.sources.prometheus import Prometheus
 from tools.sources.runbooks import RunbookDirectory
-from tools.world import DEFAULT_WORLD_DIR, WorldError, get_world, load_synonyms
 from contracts.settings import value
 
 KINDS = {"metrics": MetricsSource, "logs": LogSource, "runbooks": RunbookSource}
