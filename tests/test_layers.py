@@ -1,5 +1,5 @@
-"""Imports run downward only: contracts <- tools <- program.evidence <- program.store <- program.lm
-<- program.entry, with devset and optimization above them (tests/support/layers.py places every
+"""Imports run downward only: contracts <- tools.text <- tools.sources <- tools <- program.evidence
+<- program.store <- program.lm <- program.entry, with devset and optimization above them (tests/support/layers.py places every
 module), and no module imports itself round a loop. Read from the source, for every module of every
 package, lazy imports included."""
 
@@ -20,8 +20,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_module_has_a_layer():
     modules = project_modules(ROOT)
-    assert {"contracts", "tools.recorder", "program.evidence.gatekeeper", "program.store.audit",
-            "program.lm.pipeline", "program.entry.cli", "devset.recorded", "optimization.report", "optimize"} <= modules.keys()
+    assert {"contracts", "tools.text.search", "tools.sources.fixture", "tools.recorder", "program.evidence.gatekeeper",
+            "program.store.audit", "program.lm.pipeline", "program.entry.cli", "devset.recorded", "optimization.report",
+            "optimize"} <= modules.keys()
     assert [m for m in modules if layer(m) is None] == []
 
 

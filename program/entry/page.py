@@ -41,7 +41,7 @@ from contracts import (
     GatekeeperResult,
     ToolInvocation,
 )
-from tools.folding import ZERO_WIDTH
+from tools.text.folding import ZERO_WIDTH
 from tools.recorder import call_text, citation_label
 
 STYLE = files("program.entry").joinpath("templates/page.css").read_text(encoding="utf-8")

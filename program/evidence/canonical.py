@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from program.evidence.characters import BIDI_CONTROLS, DASHES, is_cjk, kept_apart
 from program.evidence.text_cache import text_cache
-from tools.folding import ZERO_WIDTH, fold
+from tools.text.folding import ZERO_WIDTH, fold
 
 HARD_PUNCTUATION = frozenset("%./:-+<>=≠≤≥≦≧~≈≃≅!?")
 # Symbols that only separate fields or mark up text (a log's "a | b", markdown's `code`), and the

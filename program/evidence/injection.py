@@ -26,7 +26,7 @@ from program.evidence.text_cache import text_cache
 from contracts import RAW_PATH_IN_TEXT, Claim, EvidenceBinding, EvidenceStatus, Judgement, Verdict
 from tools.functions import TOOLBOX
 from tools.recorder import CONTROL_TOKEN, DEFUSED_TOKEN, NO_HIT, SPOTLIGHT_TAG
-from tools.search import Query, read_line, read_query
+from tools.text.search import Query, read_line, read_query
 
 
 # --- what an instruction to a model does -----------------------------------------------------------
@@ -269,7 +269,7 @@ def rests_on_direction(cited_texts: list[str]) -> str | None:
 
 # --- an instruction never becomes a claim or an answer sentence --------------------------------------
 
-# The share of a claim's concepts (tools.search: synonym groups, names, words) that a line holding an
+# The share of a claim's concepts (tools.text.search: synonym groups, names, words) that a line holding an
 # instruction must contain for the claim to restate it.
 RESTATED_SHARE = 0.5
 

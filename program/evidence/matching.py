@@ -41,8 +41,8 @@ from program.evidence.canonical import Canonical, canonical
 from program.evidence.characters import APOSTROPHES, NEGATION_CHARS, compatible_form, is_cjk, negation_word
 from program.evidence.units import UNITS
 from program.evidence.text_cache import text_cache
-from tools.folding import nfkc
-from tools.search import word_starts
+from tools.text.folding import nfkc
+from tools.text.search import word_starts
 
 ELLIPSIS = re.compile(r"\.{3,}|…+")
 # A ref's clauses: "HighMemoryUsage firing on order-service; current=91%; threshold=85%".

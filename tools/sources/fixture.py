@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from contracts.settings import current, default
-from tools.jsonlines import json_lines
+from tools.text.jsonlines import json_lines
 from tools.sources.errors import SourceError
 from tools.sources.interfaces import MetricsSource
 from tools.sources.logs.formats import parse_json
