@@ -29,7 +29,7 @@ from contracts import MAX_EXCERPT_CHARS, Claim, EvidenceBinding, ExecutorOutput
 from tools.declaration import Toolbox
 from tools.functions import LOOKUP_KNOWLEDGE, QUERY_LOGS, QUERY_METRICS
 from tools.recorder import ToolInvocationRecorder
-from tools.search import word_starts
+from tools.text.search import word_starts
 from tools.sources.limits import MAX_ITEM_CHARS, MAX_REF_CHARS
 from tools.sources.prometheus import Prometheus
 

@@ -25,7 +25,8 @@ from collections import Counter
 
 from program.store.audit import AuditStore
 from program.evidence import gatekeeper
-from program.evidence.matching import canonical, significant_chars
+from program.evidence.canonical import canonical
+from program.evidence.matching import significant_chars
 from contracts import MAX_ITEMS, Claim, EvidenceBinding, ExecutorOutput
 from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder

@@ -39,8 +39,8 @@ sys.path.insert(0, sys.argv[1])
 from pathlib import Path
 from tools.sources.interfaces import LogQuery
 from tools.sources.logs.directory import LogDirectory
-from tools.world import DEFAULT_WORLD_DIR, load_synonyms
-from tools.search import read_query, words
+from tools.sources.fixture import DEFAULT_WORLD_DIR, load_synonyms
+from tools.text.search import read_query, words
 words("warm up")
 imports = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 source = LogDirectory(Path(sys.argv[2]), load_synonyms(Path(DEFAULT_WORLD_DIR) / "synonyms.json"), limit=int(sys.argv[3]))

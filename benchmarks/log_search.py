@@ -4,7 +4,7 @@
 
 No LM: `log_questions.json` holds log questions, each with queries a small model might write and
 the lines that answer it (none for a true negative). Measured in one run:
-- recall: the share of expected lines each query returns, with query_logs (tools/search.py) and
+- recall: the share of expected lines each query returns, with query_logs (tools/text/search.py) and
   with the rule it replaced (every query word as a substring of the folded line) as the baseline;
 - the second look: query_logs with the question's own words (program/evidence/relevance.py) on
   the question's service at SECOND_LOOK_SHARE. On a question with expected lines, a flag is a catch
@@ -24,8 +24,8 @@ from program.evidence.relevance import question_words
 from program.evidence.verdict import SECOND_LOOK_SHARE, plausible
 from tools.catalog import active_catalog
 from tools.functions import query_logs
-from tools.folding import fold
-from tools.search import QUERY_STOPWORDS, named_concepts
+from tools.text.folding import fold
+from tools.text.search import QUERY_STOPWORDS, named_concepts
 from tools.sources.active import active_sources
 
 QUESTIONS = Path(__file__).resolve().parent / "log_questions.json"

@@ -19,7 +19,8 @@ PREFIX = "DIAGNOSIS_"
 
 
 def _setting(meaning: str, holds: str = "text", default: str | None = None):
-    """A setting unset (or set to nothing) is None; `default` is what its reader then uses, as text."""
+    """A setting unset (or set to nothing) is None; `default` is what its reader then uses, as text
+    (`default()` gives it to the reader: this is its one home)."""
     return Field(None, description=meaning, json_schema_extra={"holds": holds, "default": default})
 
 
@@ -89,6 +90,16 @@ def value(env: str) -> str | None:
     if field_name(env) in Settings.model_fields:
         return getattr(current(), field_name(env)) or None
     return os.environ.get(env) or None
+
+
+def default(env: str) -> str | None:
+    """The text the setting named `env` is read as when it is unset; None when it has no default."""
+    return Settings.model_fields[field_name(env)].json_schema_extra["default"]
+
+
+def value_or_default(env: str) -> str | None:
+    """The value of the setting named `env` as set, else its default."""
+    return value(env) or default(env)
 
 
 NAMES = tuple(env_name(field) for field in Settings.model_fields)

@@ -26,7 +26,7 @@ import os
 from contextlib import contextmanager
 from pathlib import Path
 
-from tools.jsonlines import json_lines
+from tools.text.jsonlines import json_lines
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
 HARD = Path(__file__).resolve().parent / "hard.jsonl"

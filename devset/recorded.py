@@ -17,7 +17,7 @@ import dspy
 from devset.gold import gold_executor_output, gold_tool_calls
 from devset.metric import citation_recall, contradicted, cut_short, narrow_problems, polarity, wrong_citations
 from program.store.audit import AuditStore
-from program.evidence.checks import check_citations
+from program.evidence.checks import CitationCheck, check_citations
 from program.evidence.relevance import Target, question_target
 from program.evidence.scope import Scope, mentions, read_scope
 from contracts import (
@@ -113,11 +113,11 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
                  refused: list[Finding] = ()) -> Score:
     """The checks a diagnosis runs after citation, on one output, as the metric and the report see it."""
     case = recorded.case
-    checked = check_citations(
-        recorded.store, session_id=recorded.session_id, question=case["question"], output=output,
+    checked = check_citations(recorded.store, recorded.toolbox, CitationCheck(
+        session_id=recorded.session_id, question=case["question"], output=output,
         parse_status=parse or ParseStatus(status="valid", detail="parsed executor evidence contract"),
-        invocations=recorded.invocations, target=recorded.target, toolbox=recorded.toolbox, refused=refused,
-        excluded_terms=recorded.scope.excluded_terms, names=recorded.names, topics=recorded.topics)
+        target=recorded.target, refused=tuple(refused), excluded_terms=recorded.scope.excluded_terms,
+        names=recorded.names, topics=tuple(recorded.topics)))
     gate: GatekeeperResult = checked.gate
     claims, blockers, verifiable = checked.claims, checked.blockers, checked.verifiable
     parts: dict[str, float] = {}

@@ -1,5 +1,6 @@
-"""Imports run downward only: contracts <- tools <- program.evidence <- program.store <- program.lm
-(the model runtime) <- program.stages <- program.entry, with devset and optimization above them (tests/support/layers.py places every
+"""Imports run downward only: contracts <- tools.text <- tools.sources <- tools <- program.evidence
+<- program.store <- program.lm (the model runtime) <- program.stages <- program.entry, with devset and
+optimization above them (tests/support/layers.py places every
 module), and no module imports itself round a loop. Read from the source, for every module of every
 package, lazy imports included."""
 
@@ -20,9 +21,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_every_module_has_a_layer():
     modules = project_modules(ROOT)
-    assert {"contracts", "tools.recorder", "program.evidence.gatekeeper", "program.store.audit",
-            "program.lm.engine", "program.stages.pipeline", "program.entry.cli", "devset.recorded",
-            "optimization.report", "optimize"} <= modules.keys()
+    assert {"contracts", "tools.text.search", "tools.sources.fixture", "tools.recorder", "program.evidence.gatekeeper",
+            "program.store.audit", "program.lm.engine", "program.stages.pipeline", "program.entry.cli",
+            "devset.recorded", "optimization.report", "optimize"} <= modules.keys()
     assert [m for m in modules if layer(m) is None] == []
 
 
@@ -82,6 +83,6 @@ def test_nothing_outside_tools_imports_the_fixture_world():
     outside = {m: p for m, p in modules.items()
                if m.split(".")[0] in ("program", "contracts", "signatures", "devset", "optimization", "benchmarks", "optimize")}
     assert len(outside) > 30
-    leaks = {m: sorted(n for n in imported_names(p, m) if n.startswith(("tools.world", "tools.sources.fixture")))
+    leaks = {m: sorted(n for n in imported_names(p, m) if n.startswith("tools.sources.fixture"))
              for m, p in outside.items()}
     assert {m: names for m, names in leaks.items() if names} == {}

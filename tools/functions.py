@@ -110,7 +110,7 @@ def query_metrics(service: str | None = None, alert_name: str | None = None, sta
 def query_logs(query: str, service: str | None = None, level: str | None = None, limit: int = 20, *,
                min_share: float = 1.0) -> dict:
     """Log lines matching every concept the query names (synonyms count as the same concept, and
-    words match by form: tools/search.py). min_share, which only code sets, asks for a share of
+    words match by form: tools/text/search.py). min_share, which only code sets, asks for a share of
     the concepts instead: the second look before an all-clear."""
     searched = {"query": query, "service": service, "level": level, "limit": limit}
     try:

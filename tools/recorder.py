@@ -25,7 +25,7 @@ from typing import Any, NamedTuple, Protocol, get_args
 
 from contracts import RAW_PATH_IN_TEXT, EvidenceRef, EvidenceStatus, RetrievalDetails, ToolInvocation, raw_path
 from tools.declaration import Toolbox, ToolDeclaration
-from tools.folding import nfkc
+from tools.text.folding import nfkc
 
 PREVIEW_CHARS = 400
 # The tag that delimits tool output in every prompt (spotlight); inside tool output it is forged.

@@ -28,7 +28,7 @@ from program.store.storable import storable
 from program.evidence.injection import instruction_in
 from program.evidence.language import answer_language, say
 from contracts import MAX_TEXT_CHARS, DiagnosisSession, Finding, Language
-from tools.folding import nfkc
+from tools.text.folding import nfkc
 from tools.sources.errors import SourceError
 from tools.sources.http import first_problem, whole_answer
 from tools.sources.limits import MAX_BODY_BYTES, MAX_ITEM_CHARS, MAX_NAME_CHARS, clip

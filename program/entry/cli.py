@@ -21,7 +21,8 @@ from rich.table import Table
 from contracts import DiagnosisResult, DiagnosisSession
 from program.entry.display import StageProgress, clip, plain, print_audit, print_result
 from program.entry.terminal import printable_json
-from program.store.audit import INTERNAL_ERROR, MAX_ID, AuditStore
+from program.store.audit import INTERNAL_ERROR, AuditStore
+from program.store.tables import MAX_ID
 from program.store.errors import AuditStoreError, AuditURLError
 from program.store.storable import storable
 from tools.redaction import keep_secrets_of

@@ -27,7 +27,8 @@ from program.store.audit import TRACEBACK, AuditStore
 from program.store.errors import AuditStoreError, UnreadableRecord
 from program.evidence.characters import BIDI_CONTROLS
 from program.evidence.gatekeeper import UNKNOWN_LABEL
-from program.evidence.matching import canonical, match_excerpt
+from program.evidence.canonical import canonical
+from program.evidence.matching import match_excerpt
 from contracts import (
     STATUS_VERDICT,
     CheckedBinding,
@@ -40,7 +41,7 @@ from contracts import (
     GatekeeperResult,
     ToolInvocation,
 )
-from tools.folding import ZERO_WIDTH
+from tools.text.folding import ZERO_WIDTH
 from tools.recorder import call_text, citation_label
 
 STYLE = files("program.entry").joinpath("templates/page.css").read_text(encoding="utf-8")

@@ -13,8 +13,8 @@ as (127.0.0.1 and localhost there), or one DIAGNOSIS_SERVE_HOSTS names, so a pag
 name to this machine reads nothing; DIAGNOSIS_API_TOKEN, when set, is the bearer token of every
 route but /healthz; a body over DIAGNOSIS_SERVE_MAX_BODY bytes is refused (413) before it is read
 whole; a body that is not the route's model is a 422 naming the first wrong part. A full queue
-answers 503 with Retry-After. A client has REQUEST_TIMEOUT seconds to send each request whole (its
-line, headers and body) and KEEP_ALIVE_TIMEOUT idle seconds between requests, and at most MAX_CONNECTIONS
+answers 503 with Retry-After. A client has REQUEST_TIMEOUT seconds (guards.py) to send each request
+whole (its line, headers and body) and KEEP_ALIVE_TIMEOUT idle seconds between requests, and at most MAX_CONNECTIONS
 connections are served at once (beyond them, 503). Settings that cannot be used (a token that no
 header can carry, a number that is not one) stop the server before it binds.
 """
@@ -23,10 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import hmac
-import ipaddress
 import re
-import socket
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -39,9 +36,21 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from pydantic import BaseModel, Field
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from program.entry import page
+from program.entry.guards import (
+    HOSTS,
+    KEEP_ALIVE_TIMEOUT,
+    MAX_CONNECTIONS,
+    TOKEN,
+    BearerToken,
+    BodyLimit,
+    RequestDeadline,
+    HostCheck,
+    HostNames,
+    accepted_hosts,
+    bearer_token,
+)
 from program.entry.terminal import PrintableRecords
 from program.entry.alerts import AlertError, WebhookPayload, alert_language, alert_name, queued_session
 from program.store.audit import AuditStore
@@ -50,16 +59,11 @@ from program.entry.workers import QueueFull, Workers
 from program.lm.engine import is_embedded
 from contracts import MAX_TEXT_CHARS, DiagnosisResult, DiagnosisSession, Language, ToolInvocation
 from tools.sources.http import first_problem
-from contracts.settings import current, value
+from contracts.settings import current, value_or_default
 
-TOKEN, HOSTS = "DIAGNOSIS_API_TOKEN", "DIAGNOSIS_SERVE_HOSTS"
-DEFAULTS = {"DIAGNOSIS_SERVE_QUEUE": 100, "DIAGNOSIS_SERVE_CONCURRENCY": 4, "DIAGNOSIS_SERVE_MAX_BODY": 2**20}
-SETTINGS = (TOKEN, HOSTS, *DEFAULTS)
-# RFC 6750's b64token: what an Authorization header can carry as a bearer token, as it is.
-BEARER_TOKEN = re.compile(r"[A-Za-z0-9\-._~+/]+=*")
-# Seconds a client has for a request's line and headers, and idle between two requests; connections
-# served at once (a slow client holds one, and no more than these are held).
-REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS = 15, 5, 200
+# The whole numbers the server reads; their defaults are contracts/settings.py's.
+COUNTS = ("DIAGNOSIS_SERVE_QUEUE", "DIAGNOSIS_SERVE_CONCURRENCY", "DIAGNOSIS_SERVE_MAX_BODY")
+SETTINGS = (TOKEN, HOSTS, *COUNTS)
 MAX_LISTED = 1000
 # A session whose stored record this version cannot read: the request is fine and so is the store.
 UNREADABLE_STATUS = 422
@@ -83,77 +87,14 @@ class ServeSettings:
         """The settings of a server bound to `host`; ValueError naming the setting when one cannot be used."""
         alert_language(language)
         values = {}
-        for name, default in DEFAULTS.items():
-            raw = value(name) or str(default)
+        for name in COUNTS:
+            raw = value_or_default(name)
             if not re.fullmatch(r"[0-9]{1,12}", raw) or int(raw) < 1:
                 raise ValueError(f"{name} must be a whole number of at least 1, got {raw[:40]!r}")
             values[name] = int(raw)
         return cls(queue=values["DIAGNOSIS_SERVE_QUEUE"], concurrency=values["DIAGNOSIS_SERVE_CONCURRENCY"],
-                   max_body=values["DIAGNOSIS_SERVE_MAX_BODY"], token=_token(current().api_token),
+                   max_body=values["DIAGNOSIS_SERVE_MAX_BODY"], token=bearer_token(current().api_token),
                    language=language, hosts=accepted_hosts(host, current().serve_hosts or ""))
-
-
-def _token(raw: str | None) -> str | None:
-    """The bearer token as set; a value no Authorization header can carry as it is (blank, with a
-    space or a newline, not ASCII) would refuse every client, so it is a ValueError."""
-    if raw is None or raw == "":
-        return None
-    if not BEARER_TOKEN.fullmatch(raw):
-        raise ValueError(f"{TOKEN} must be a bearer token as a header carries it (letters, digits and - . _ ~ + / , "
-                         "then = at most at the end), without spaces or newlines; the one set "
-                         f"({len(raw)} characters) cannot be sent by any client")
-    return raw
-
-
-@dataclass(frozen=True)
-class HostNames:
-    """The Host header values a server answers: `names`, and any IP address when `addresses`."""
-
-    names: frozenset[str]
-    addresses: bool = False
-
-    def allow(self, host: str) -> bool:
-        if "*" in self.names or host in self.names:
-            return True
-        return self.addresses and _is_address(host)
-
-
-def _is_address(host: str) -> bool:
-    try:
-        ipaddress.ip_address(host.strip("[]"))
-    except ValueError:
-        return False
-    return True
-
-
-def accepted_hosts(bound: str, named: str = "") -> HostNames:
-    """The names a server bound to `bound` answers as: that address or name (a loopback address also
-    as localhost, and localhost as both loopback addresses), plus the comma-separated `named` ones
-    (DIAGNOSIS_SERVE_HOSTS; `*` for any). Bound to every address (0.0.0.0, ::), it answers any IP
-    address and this machine's name: a DNS rebinding attack needs a name, and an IP address cannot
-    be rebound."""
-    host = bound.strip().strip("[]").lower()
-    names = {host} | {n.strip().lower().rstrip(".") for n in named.split(",") if n.strip()}
-    addresses = False
-    if host == "localhost":
-        names |= {"127.0.0.1", "::1"}
-    elif _is_address(host):
-        address = ipaddress.ip_address(host)
-        if address.is_loopback:
-            names.add("localhost")
-        if address.is_unspecified:
-            addresses = True
-            names |= {"localhost", socket.gethostname().lower(), socket.getfqdn().lower()}
-    return HostNames(names=frozenset(names), addresses=addresses)
-
-
-def host_of(header: bytes) -> str:
-    """The host of a Host header, without its port, lower case; an IPv6 address without brackets."""
-    value = header.decode("latin-1").strip().lower()
-    if value.startswith("["):
-        return value[1:value.find("]")] if "]" in value else value
-    name, _, port = value.rpartition(":")
-    return (name if name and port.isdigit() else value).rstrip(".")
 
 
 class DiagnoseRequest(BaseModel):
@@ -221,75 +162,6 @@ class Metrics:
         self.diagnoses.labels(verdict=result.verdict).inc()
         self.seconds.observe(seconds)
         self.lm_calls.inc(sum(usage.lm_calls for usage in result.usage.values()))
-
-
-class BearerToken:
-    """ASGI middleware: every path but /healthz needs `Authorization: Bearer <token>`, the routes of
-    other modules (the audit page) and paths that lead nowhere included."""
-
-    OPEN = ("/healthz",)
-
-    def __init__(self, app, token: str):
-        self.app, self.token = app, token.encode()
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http" and scope["path"] not in self.OPEN:
-            scheme, _, given = dict(scope["headers"]).get(b"authorization", b"").partition(b" ")
-            if scheme.lower() != b"bearer" or not hmac.compare_digest(given.strip(), self.token):
-                detail = "a bearer token is required (Authorization: Bearer <DIAGNOSIS_API_TOKEN>)"
-                refused = JSONResponse({"detail": detail}, 401, headers={"WWW-Authenticate": "Bearer"})
-                return await refused(scope, receive, send)
-        return await self.app(scope, receive, send)
-
-
-class HostCheck:
-    """ASGI middleware: a request whose Host header is not one the server answers as is refused (421),
-    /healthz included: a page on another origin that rebinds its DNS name to this machine sends its
-    own name, and reads nothing."""
-
-    def __init__(self, app, hosts: HostNames):
-        self.app, self.hosts = app, hosts
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] == "http":
-            header = dict(scope["headers"]).get(b"host")
-            if header is None or not self.hosts.allow(host_of(header)):
-                shown = "no Host header" if header is None else f"Host {header.decode('latin-1')[:80]!r}"
-                detail = (f"{shown} is not a name this server answers as; name it in {HOSTS} "
-                          "(comma-separated) to accept it")
-                return await JSONResponse({"detail": detail}, 421)(scope, receive, send)
-        return await self.app(scope, receive, send)
-
-
-class BodyLimit:
-    """ASGI middleware: a body over `limit` bytes is refused, by its Content-Length before it is read,
-    and while it is read when it comes in chunks."""
-
-    def __init__(self, app, limit: int):
-        self.app, self.limit = app, limit
-
-    async def __call__(self, scope, receive, send):
-        if scope["type"] != "http":
-            return await self.app(scope, receive, send)
-        length = dict(scope["headers"]).get(b"content-length", b"0")
-        if not length.isdigit():
-            return await JSONResponse({"detail": "Content-Length is not a number"}, 400)(scope, receive, send)
-        if len(length) > 20 or int(length) > self.limit:  # longer than any length a body can have
-            return await JSONResponse({"detail": self._message()}, 413)(scope, receive, send)
-        received = 0
-
-        async def limited():
-            nonlocal received
-            message = await receive()
-            received += len(message.get("body", b""))
-            if received > self.limit:
-                raise HTTPException(413, self._message())
-            return message
-
-        await self.app(scope, limited, send)
-
-    def _message(self) -> str:
-        return f"the request body is over {self.limit} bytes, the most this server reads (DIAGNOSIS_SERVE_MAX_BODY)"
 
 
 def _unavailable(request: Request, exc: Exception) -> JSONResponse:
@@ -414,45 +286,6 @@ def _accept(payload: WebhookPayload, workers: Workers, language: Language) -> We
                 for a, r in records]
     resolved = sum(alert.status == "resolved" for alert in payload.alerts)
     return WebhookAnswer(accepted=accepted, refused=refused, resolved=resolved)
-
-
-class RequestDeadline(H11Protocol):
-    """uvicorn's h11 protocol with a deadline for each request to arrive whole: uvicorn itself waits
-    for its line, headers and body for ever, so a client that sends half a request line, or a body a
-    byte at a time, would hold its connection as long as it liked. The deadline starts when the
-    connection opens, and again when a request after the first begins; a request that is in whole is
-    the app's to time."""
-
-    _deadline: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport) -> None:
-        super().connection_made(transport)
-        self._arm()
-
-    def data_received(self, data: bytes) -> None:
-        if self.cycle is None or self.cycle.response_complete:
-            self._arm()
-        super().data_received(data)
-        if self.cycle is not None and not self.cycle.response_complete and not self.cycle.more_body:
-            self._disarm()
-
-    def connection_lost(self, exc) -> None:
-        self._disarm()
-        super().connection_lost(exc)
-
-    def _arm(self) -> None:
-        if self._deadline is None:
-            self._deadline = self.loop.call_later(REQUEST_TIMEOUT, self._expired)
-
-    def _disarm(self) -> None:
-        if self._deadline is not None:
-            self._deadline.cancel()
-            self._deadline = None
-
-    def _expired(self) -> None:
-        self._deadline = None
-        if not self.transport.is_closing():
-            self.transport.close()
 
 
 def serve(store: AuditStore, lm: dspy.BaseLM, settings: ServeSettings, host: str, port: int) -> None:

@@ -21,21 +21,14 @@ from dataclasses import replace
 from program.evidence.characters import bidi_controls, negation_word
 from program.evidence.injection import addresses_the_model, restated_instruction
 from program.evidence.language import TEXT, no_hit_sentence, say, verdict_text
-from program.evidence.matching import canonical
+from program.evidence.canonical import canonical
 from program.evidence.relevance import unnamed_topics
 from program.evidence.scope import mentions
-from program.evidence.statements import (
-    CLAUSE_END,
-    NEGATION,
-    misbound_numbers,
-    outside_state_denials,
-    sentences,
-    state_conflicts,
-    ungrounded_numbers,
-)
+from program.evidence.numbers import misbound_numbers, ungrounded_numbers
+from program.evidence.statements import CLAUSE_END, NEGATION, outside_state_denials, sentences, state_conflicts
 from program.evidence.verdict import IDENTIFIER, CitedRef
 from contracts import RAW_PATH_IN_TEXT, Claim, Language, Verdict
-from tools.search import read_line, read_query
+from tools.text.search import read_line, read_query
 
 RAW_JSON = re.compile(r"[{\[]\s*\"[^\"]+\"\s*:|\"(?:claim_id|evidence_bindings|source_invocation_id|raw_path)\"")
 # Any locator of any tool's output: an answer is for a person, who has no use for one.
@@ -51,7 +44,7 @@ HEDGE = re.compile(r"未确认|尚未确认|无法确认|不能确认|不确定|
                    re.IGNORECASE)
 
 
-# A clause of a composed answer is grounded when at least this share of its concepts (tools.search:
+# A clause of a composed answer is grounded when at least this share of its concepts (tools.text.search:
 # the catalog's synonym groups and names, other words by form) occur in the verified claims and the
 # clauses they cite. A paraphrase keeps most of its words; an added cause ("原因是上周的发布引入了
 # 缓存泄漏", "请回滚") keeps none. Its polarity ("No, …") is not a concept: a sentence that negates a

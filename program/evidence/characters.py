@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import unicodedata
 
-from tools.folding import nfkc
+from tools.text.folding import nfkc
 
 DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2015\u2212\ufe58\ufe63\uff0d")
 # They reorder what a reader sees ("current=\u202e91\u202c%" displays as "19%").

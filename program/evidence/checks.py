@@ -8,7 +8,6 @@ candidate's output, so what the optimizer is scored on is what a diagnosis is ju
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -60,21 +59,39 @@ class Checked:
                 and c.evidence_bindings]
 
 
-def check_citations(store, *, session_id: str, question: str, output: ExecutorOutput, parse_status: ParseStatus,
-                    invocations: Iterable[ToolInvocation], target: Target, toolbox: Toolbox,
-                    refused: Iterable[Finding] = (), excluded_terms: tuple[str, ...] = (),
-                    names: tuple[str, ...] = (), topics: list[tuple[str, ...]] = (),
-                    retry_context: RetryContext | None = None) -> Checked:
-    """`refused` are the labels the citation step could not expand: fabricated citations; `names`
+@dataclass(frozen=True)
+class CitationCheck:
+    """What `check_citations` checks: one executor attempt of a session, and what its claims are held
+    to. `refused` are the labels the citation step could not expand: fabricated citations; `names`
     and `topics` are the active catalog's (`Catalog.names`, `Catalog.topic_groups()`)."""
+
+    session_id: str
+    question: str
+    output: ExecutorOutput
+    parse_status: ParseStatus
+    target: Target
+    refused: tuple[Finding, ...] = ()
+    excluded_terms: tuple[str, ...] = ()
+    names: tuple[str, ...] = ()
+    topics: tuple[tuple[str, ...], ...] = ()
+    retry_context: RetryContext | None = None
+
+
+def check_citations(store, toolbox: Toolbox, check: CitationCheck) -> Checked:
+    """The hook, the gatekeeper and the claim checks on one attempt. The session's tool calls are
+    read from the store, once: the record the gatekeeper checks against is what the claims' refs are
+    read from too."""
+    invocations = store.list_invocations(check.session_id)
     verifier_input = VerifierInputHook(store, toolbox).run(
-        session_id=session_id, original_query=question, executor_output=output, parse_status=parse_status,
-        retry_context=retry_context, prior_errors=refused)
+        session_id=check.session_id, original_query=check.question, executor_output=check.output,
+        parse_status=check.parse_status, retry_context=check.retry_context, prior_errors=check.refused,
+        session_invocations=invocations)
     gate = verifier_input.gatekeeper_result
     claims = verifier_input.executor_structured_output.claims
     cited = cited_refs(gate, invocations, toolbox)
     return Checked(verifier_input=verifier_input, cited=cited,
-                   blockers=claim_blockers(claims, cited, target, excluded_terms, names, topics))
+                   blockers=claim_blockers(claims, cited, check.target, check.excluded_terms, check.names,
+                                           list(check.topics)))
 
 
 # What a new attempt can fix by what a claim says or cites, so the executor is told and asked once

@@ -24,7 +24,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from program.evidence.injection import addresses_the_model, instruction_in
 from program.evidence.characters import bidi_controls
-from program.evidence.matching import Match, canonical, match_excerpt, occurs_in_order
+from program.evidence.canonical import canonical
+from program.evidence.matching import Match, match_excerpt, occurs_in_order
 from contracts import (
     LOCATOR,
     SEVERITY_RANK,

@@ -71,9 +71,13 @@ class VerifierInputHook:
         parse_status: ParseStatus,
         retry_context: RetryContext | None = None,
         prior_errors: Iterable[Finding] = (),
+        session_invocations: list[ToolInvocation] | None = None,
     ) -> VerifierInput:
-        """`prior_errors`: what was found before the gatekeeper ran (labels that name no citation)."""
-        session_invocations = self.store.list_invocations(session_id)
+        """`prior_errors`: what was found before the gatekeeper ran (labels that name no citation);
+        `session_invocations`: the session's calls as this store holds them, when the caller has
+        read them already (check_citations reads them once for the hook and the claim checks)."""
+        if session_invocations is None:
+            session_invocations = self.store.list_invocations(session_id)
         patched, filled, warnings = backfill(executor_output, session_invocations)
         cited = {
             b.source_invocation_id

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from contracts import Language, Verdict
-from contracts.settings import current
+from contracts.settings import value_or_default
 
 SETTING = "DIAGNOSIS_LANGUAGE"
 # Han characters: a question that has any is answered in Chinese.
@@ -112,7 +112,7 @@ def question_language(question: str) -> Language:
 
 def answer_language(question: str, setting: str | None = None) -> Language:
     """`setting` (default: DIAGNOSIS_LANGUAGE) is zh, en, or auto/empty for the question's language."""
-    choice = ((current().language or "") if setting is None else setting).strip().lower()
+    choice = (value_or_default(SETTING) if setting is None else setting).strip().lower()
     if choice in TEXT:
         return choice
     if choice not in ("", "auto"):

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from program.evidence.scope import mentions, question_names, without_exclusions
 from tools.catalog import Catalog
-from tools.folding import fold, fold_label, nfkc
+from tools.text.folding import fold, fold_label, nfkc
 from tools.recorder import COPIED_OBSERVATION
 
 

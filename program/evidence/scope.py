@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from tools.catalog import Catalog
-from tools.folding import fold, fold_label, nfkc
+from tools.text.folding import fold, fold_label, nfkc
 
 NARROW_MARKERS = (
     "只确认", "只排查", "只看", "不要分析", "不要扩展", "只回答", "是否真实存在", "是否存在",

@@ -30,15 +30,14 @@ from program.evidence.injection import restated_instruction, rests_on_direction
 from program.evidence.relevance import Target, off_topic, unnamed_topics
 from program.evidence.scope import mentions
 from program.evidence.units import UNIT
+from program.evidence.numbers import misbound_numbers, ungrounded_numbers
 from program.evidence.statements import (
     CLAUSE_END,
     NEGATION,
-    misbound_numbers,
     negated,
     only_denied,
     outside_state_denials,
     state_conflicts,
-    ungrounded_numbers,
 )
 from contracts import (
     JUDGEMENT_STATUS,
@@ -53,7 +52,7 @@ from contracts import (
     VerifierEvaluation,
 )
 from tools.declaration import Toolbox
-from tools.folding import nfkc
+from tools.text.folding import nfkc
 from tools.recorder import call_text
 
 # Names and identifiers whose every letter matters: anything with a digit, a joiner or an inner capital.
@@ -77,7 +76,7 @@ RESTATED_INSTRUCTION = "verdict.restated_instruction"
 DIRECTED_EVIDENCE = "verdict.directed_evidence"
 
 # The second look before an all-clear: a line of the target's own logs that matches at least this
-# share of the question's concepts (rounded up, at least one; tools/search.py) is a plausible match,
+# share of the question's concepts (rounded up, at least one; tools/text/search.py) is a plausible match,
 # and a plausible match blocks "nothing found".
 SECOND_LOOK_SHARE = 0.5
 LEVEL_RANK = {"ERROR": 0, "FATAL": 0, "CRITICAL": 0, "WARN": 1, "WARNING": 1}

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dspy
 
-from program.evidence.checks import Checked, Review, check_citations, retry_context
+from program.evidence.checks import CitationCheck, Checked, Review, check_citations, retry_context
 from program.stages.executor import Cite
 from program.stages.run import Run
 from program.stages.second_look import second_look, unclaimed_look
@@ -52,11 +52,10 @@ def review(run: Run, attempt: dspy.Prediction, context: RetryContext | None) -> 
     """The checks of one attempt: the hook, the gatekeeper and the claim checks, then, for a "nothing
     found" that passed them or for an attempt that wrote no claim beside a search that found
     nothing, the second look, whose search is recorded like any call."""
-    checked = check_citations(
-        run.store, session_id=run.session_id, question=run.question, output=attempt.output,
-        parse_status=attempt.parse_status, invocations=run.recorder.invocations, target=run.target,
-        toolbox=run.toolbox, refused=attempt.refused, excluded_terms=run.scope.excluded_terms,
-        names=run.catalog.names, topics=run.catalog.topic_groups(), retry_context=context)
+    checked = check_citations(run.store, run.toolbox, CitationCheck(
+        session_id=run.session_id, question=run.question, output=attempt.output, parse_status=attempt.parse_status,
+        target=run.target, refused=tuple(attempt.refused), excluded_terms=run.scope.excluded_terms,
+        names=run.catalog.names, topics=tuple(run.catalog.topic_groups()), retry_context=context))
     made = {inv.id for inv in run.recorder.invocations}
     possible, unclaimed, withheld = [], None, ()
     if checked.gate.severity == "none":

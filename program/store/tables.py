@@ -13,6 +13,9 @@ from contracts import ToolInvocation
 from program.store.errors import AuditStoreError, SessionIdRefused
 from program.store.storable import storable, written
 
+# What an integer column holds on every backend (a 64-bit signed integer).
+MIN_ID, MAX_ID = -(2**63), 2**63 - 1
+
 
 class Base(DeclarativeBase):
     pass

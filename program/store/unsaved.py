@@ -18,6 +18,11 @@ from pathlib import Path
 
 from sqlalchemy.engine import URL
 
+from contracts import DiagnosisSession, Finding
+
+# A run whose record could not be written (a full disk, a read-only file) ends failed with this
+# error once the store can write again.
+WRITE_FAILED = "audit.write_failed"
 SIZE = 4096
 # What the note keeps of the database's error: enough to say what failed, always inside SIZE.
 REASON_CHARS = 1000
@@ -33,6 +38,19 @@ def notes_directory(parsed: URL, in_memory: bool) -> Path | None:
         return database.with_name(f"{database.name}.unsaved")
     shown = parsed.render_as_string(hide_password=True)
     return Path.home() / ".grounded-diagnosis" / "unsaved" / hashlib.sha256(shown.encode()).hexdigest()[:16]
+
+
+def ended_unseen(record: DiagnosisSession, unsaved: str | None) -> DiagnosisSession:
+    """A run whose process ended mid-way: failed when it noted (`unsaved`) that its record could not
+    be written, else interrupted."""
+    if unsaved is None:
+        status, finding = "interrupted", Finding(
+            rule="pipeline.interrupted", message=f"the process {record.process} ended before the run finished")
+    else:
+        status, finding = "failed", Finding(
+            rule=WRITE_FAILED, message=f"the audit store could not write this run's record ({unsaved}), and its "
+            f"process {record.process} ended before it could; marked failed when the store could write again")
+    return record.model_copy(update={"status": status, "errors": [*record.errors, finding]})
 
 
 class UnsavedNotes:

@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 
-from contracts.settings import current
+from contracts.settings import current, default
 from program.store.errors import AuditStoreError, AuditURLError
 from program.store.storable import storable
 
@@ -19,12 +19,13 @@ def default_db_url() -> str:
     url = current().db
     if url:
         return url
+    # The default is a SQLite file under the home directory (contracts/settings.py).
     try:
-        home = Path.home() / ".grounded-diagnosis"
-        home.mkdir(parents=True, exist_ok=True)
+        path = Path(default("DIAGNOSIS_DB").removeprefix("sqlite:///")).expanduser()
+        path.parent.mkdir(parents=True, exist_ok=True)
     except (OSError, RuntimeError) as exc:
         raise AuditStoreError(f"no place for the default audit database ({exc}); set DIAGNOSIS_DB or --db") from None
-    return f"sqlite:///{home / 'audit.db'}"
+    return f"sqlite:///{path}"
 
 
 def parse_url(url: str):

@@ -11,7 +11,7 @@ from program.entry.api import diagnose
 from tests.support.good_lm import good_lm
 from tools import query_logs
 from tools.catalog import active_catalog
-from tools.search import QUERY_STOPWORDS
+from tools.text.search import QUERY_STOPWORDS
 from tools.sources.active import BACKENDS, setting_names
 from tools.sources.interfaces import LogHits, LogQuery, LogSource
 

@@ -13,7 +13,9 @@ SKIPPED = {"results", "docs", "compiled", "build", "dist", "__pycache__"}
 LAYERS = {
     "contracts": "contracts",  # the Pydantic contracts and the settings: import nothing of the project
     "signatures": "lm",  # the DSPy signatures and demos are the LM stages' prompts
-    "tools": "tools",
+    "tools.text": "text",  # folding, the search analyzer, JSON lines: what the sources read text with
+    "tools.sources": "sources",  # where the tools read from
+    "tools": "tools",  # the tool declarations, the catalog and the recorder, over the sources
     "program.evidence": "evidence",
     "program.store": "store",  # the audit store: what the LM stages and the entry points write to
     "program.lm": "lm",  # the model runtime: engines, models, the adapter, transcripts
@@ -27,8 +29,8 @@ LAYERS = {
     "scripts": "anywhere",
     "tests": "anywhere",
 }
-RANK = {"contracts": 0, "tools": 1, "evidence": 2, "store": 3, "lm": 4, "stages": 5, "entry": 6, "devset": 7,
-        "optimization": 8}
+RANK = {"contracts": 0, "text": 1, "sources": 2, "tools": 3, "evidence": 4, "store": 5, "lm": 6, "stages": 7,
+        "entry": 8, "devset": 9, "optimization": 10}
 
 
 def project_modules(root: Path) -> dict[str, Path]:

@@ -19,7 +19,7 @@ import httpx
 from prometheus_client import CollectorRegistry, Gauge, start_http_server
 
 from tests.support.servers import missing_server, stop_process
-from tools.world import load_world
+from tools.sources.fixture import load_world
 
 RULES = Path(__file__).resolve().parent / "prometheus" / "rules.yml"
 # alert name -> (gauge, a healthy value for services the alert is not firing on)

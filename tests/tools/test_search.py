@@ -1,10 +1,10 @@
 """What a log query matches: inflections and close forms in English, segmentation in Chinese, and
-the second look's share rule (tools/search.py)."""
+the second look's share rule (tools/text/search.py)."""
 
 import pytest
 
 from tools.functions import query_logs
-from tools.search import Line, line_matches, read_query
+from tools.text.search import Line, line_matches, read_query
 
 SYNONYMS = {"connection_pool": ("hikaricp", "connection pool")}
 

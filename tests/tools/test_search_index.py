@@ -1,5 +1,5 @@
 """The index finds exactly the records that a line-by-line match accepts, with the same word hits:
-it is a faster way to the same answer, never another answer (tools/search.py)."""
+it is a faster way to the same answer, never another answer (tools/text/search.py)."""
 
 import json
 from pathlib import Path
@@ -7,8 +7,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tools.search import Index, Line, line_matches, read_query
-from tools.world import get_world
+from tools.text.search import Index, Line, line_matches, read_query
+from tools.sources.fixture import get_world
 
 SYNONYMS = {"connection_pool": ("hikaricp", "connection pool", "连接池"), "memory": ("heap", "内存")}
 SERVICES = ("payment-service", "order-service")
@@ -80,6 +80,6 @@ def test_the_index_agrees_with_line_by_line_matching_on_any_characters(lines, qu
 def test_an_index_built_in_slices_is_the_index_built_at_once(monkeypatch):
     lines = [f"  line {n}\tof  many records  " for n in range(50)]
     whole = Index(lines)
-    monkeypatch.setattr("tools.search.FOLD_SLICE", 7)
+    monkeypatch.setattr("tools.text.search.FOLD_SLICE", 7)
     sliced = Index(lines)
     assert (sliced.text, list(sliced.starts), sliced.size) == (whole.text, list(whole.starts), whole.size)

@@ -3,7 +3,7 @@ import shutil
 
 import pytest
 
-from tools.world import DEFAULT_WORLD_DIR, WorldError, load_world
+from tools.sources.fixture import DEFAULT_WORLD_DIR, WorldError, load_world
 
 
 def test_world_is_big_enough_and_has_the_named_services():

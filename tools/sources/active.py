@@ -1,11 +1,12 @@
 """Which source answers each tool, chosen by settings: BACKENDS maps each setting to the source it
-turns on, and the fixture world answers every tool that no set setting points elsewhere.
+turns on, and the fixture world answers every tool that no set setting points elsewhere. Each
+setting's default is declared in contracts/settings.py.
 
 | setting | source |
 | --- | --- |
 | `DIAGNOSIS_PROMETHEUS_URL` | query_metrics reads that Prometheus server's alerting rules |
-| `DIAGNOSIS_PROMETHEUS_SERVICE_LABEL` | the alert label that names the service (default `service`) |
-| `DIAGNOSIS_PROMETHEUS_TIMEOUT` | seconds a whole request to the server may take, answer included (default 5) |
+| `DIAGNOSIS_PROMETHEUS_SERVICE_LABEL` | the alert label that names the service |
+| `DIAGNOSIS_PROMETHEUS_TIMEOUT` | seconds a whole request to the server may take, answer included |
 | `DIAGNOSIS_LOGS_DIR` | query_logs searches every regular file under that directory, each read by its format (docs/sources.md) |
 | `DIAGNOSIS_RUNBOOKS_DIR` | lookup_knowledge ranks the Markdown runbooks (regular files) in that directory |
 | `DIAGNOSIS_SYNONYMS` | a JSON file of synonym groups for log search and scope (default: the world's) |
@@ -19,12 +20,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.sources.errors import SourceError
-from tools.sources.fixture import fixture_sources
+from tools.sources.fixture import DEFAULT_WORLD_DIR, WorldError, fixture_sources, get_world, load_synonyms
 from tools.sources.interfaces import LogSource, MetricsSource, RunbookSource, Settings
 from tools.sources.logs.directory import LogDirectory
 from tools.sources.prometheus import Prometheus
 from tools.sources.runbooks import RunbookDirectory
-from tools.world import DEFAULT_WORLD_DIR, WorldError, get_world, load_synonyms
 from contracts.settings import value
 
 KINDS = {"metrics": MetricsSource, "logs": LogSource, "runbooks": RunbookSource}

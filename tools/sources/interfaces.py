@@ -58,7 +58,7 @@ class LogQuery:
     # One of tools.sources.logs.levels.LOG_LEVELS, or None for every level.
     level: str | None
     limit: int
-    # The share of the query's concepts a line must have (tools/search.py). Only code asks for
+    # The share of the query's concepts a line must have (tools/text/search.py). Only code asks for
     # less than all, to look again before an all-clear; a source that cannot match a share must
     # return more lines rather than fewer, or a wrongly worded "nothing found" could pass.
     min_share: float = 1.0

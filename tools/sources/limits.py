@@ -20,8 +20,6 @@ MAX_NAME_CHARS = 200
 # Bytes read from one runbook and from a runbook directory per read.
 MAX_FILE_BYTES = 8 * 2**20
 MAX_DIRECTORY_BYTES = 64 * 2**20
-# Bytes of log text a search reads, newest first, unless DIAGNOSIS_LOGS_MAX_BYTES says otherwise.
-LOG_SEARCH_BYTES = 64 * 2**20
 # Bytes of one Prometheus answer.
 MAX_BODY_BYTES = 8 * 2**20
 # How many places a message names when it says what was cut or skipped.

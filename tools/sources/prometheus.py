@@ -30,7 +30,7 @@ from tools.sources.errors import SourceError
 from tools.sources.http import first_problem, whole_answer
 from tools.sources.interfaces import MetricsSource, Settings
 from tools.sources.limits import MAX_BODY_BYTES, MAX_ITEM_CHARS, MAX_NAME_CHARS, clip
-from contracts.settings import current
+from contracts.settings import default, value_or_default
 
 AlertState = Literal["firing", "pending"]
 PROMETHEUS_ALERT_STATES = get_args(AlertState)
@@ -144,15 +144,20 @@ def _clipped(values: dict[str, str], field: str, cut: list[str]) -> dict[str, st
 _call_deadline: ContextVar[float | None] = ContextVar("prometheus_call_deadline", default=None)
 
 
+# What the settings' defaults are, for a server built without them (contracts/settings.py).
+DEFAULT_LABEL = default("DIAGNOSIS_PROMETHEUS_SERVICE_LABEL")
+DEFAULT_TIMEOUT = float(default("DIAGNOSIS_PROMETHEUS_TIMEOUT"))
+
+
 def service_label(value: str | None = None) -> str:
     """The alert label that names the service: `value` (a setting's), else
-    DIAGNOSIS_PROMETHEUS_SERVICE_LABEL, else `service`. Alertmanager's alerts are read by it too."""
-    return value or current().prometheus_service_label or "service"
+    DIAGNOSIS_PROMETHEUS_SERVICE_LABEL, else its default. Alertmanager's alerts are read by it too."""
+    return value or value_or_default("DIAGNOSIS_PROMETHEUS_SERVICE_LABEL")
 
 
 def _timeout(raw: str | None) -> float:
     if raw is None:
-        return 5.0
+        return DEFAULT_TIMEOUT
     try:
         seconds = float(raw)
     except ValueError:
@@ -173,7 +178,7 @@ class Prometheus(MetricsSource):
         return cls(url, service_label=service_label(settings["DIAGNOSIS_PROMETHEUS_SERVICE_LABEL"]),
                    timeout=_timeout(settings["DIAGNOSIS_PROMETHEUS_TIMEOUT"]))
 
-    def __init__(self, url: str, *, service_label: str = "service", timeout: float = 5.0,
+    def __init__(self, url: str, *, service_label: str = DEFAULT_LABEL, timeout: float = DEFAULT_TIMEOUT,
                  transport: httpx.BaseTransport | None = None):
         self.url = url.rstrip("/")
         self.service_label = service_label

@@ -14,7 +14,7 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.folding import fold_words
+from tools.text.folding import fold_words
 from tools.sources.errors import SourceError
 from tools.sources.files import Listing, read_bytes, regular_files
 from tools.sources.interfaces import RunbookHits, RunbookSource, Settings

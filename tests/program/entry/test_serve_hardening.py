@@ -22,7 +22,7 @@ import pytest
 from sqlalchemy import event
 
 from program.entry import cli
-from program.entry.server import REQUEST_TIMEOUT, KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS
+from program.entry.guards import KEEP_ALIVE_TIMEOUT, MAX_CONNECTIONS, REQUEST_TIMEOUT
 from program.store.audit import WRITE_FAILED, AuditStore
 from tests.support.alert_lm import alert_lm
 from tests.support.alertmanager_server import running_alertmanager

@@ -15,7 +15,8 @@ import pytest
 
 from program.store.audit import AuditStore
 from program.evidence.answer import scan_answer
-from program.evidence.injection import addresses_the_model, normalised, restated_instruction, tells_what_to_conclude
+from program.evidence.disguises import normalised
+from program.evidence.injection import addresses_the_model, restated_instruction, tells_what_to_conclude
 from program.evidence.verdict import DIRECTED_EVIDENCE, RESTATED_INSTRUCTION
 from contracts import Claim, EvidenceRef, RetrievalDetails, ToolInvocation
 from tools.functions import TOOLBOX

@@ -1,6 +1,7 @@
 import pytest
 
-from program.evidence.matching import canonical, match_excerpt
+from program.evidence.canonical import canonical
+from program.evidence.matching import match_excerpt
 
 REF = "[11:17][WARN][order-service] 内存使用率过高: 91.0%, JVM堆内存: 3.8GB/4GB, GC次数: 128"
 

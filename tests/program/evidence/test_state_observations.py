@@ -7,7 +7,8 @@ import pytest
 
 from program.evidence.answer import contradicting_sentences
 from program.evidence.relevance import Target
-from program.evidence.statements import NEGATION, misbound_numbers, outside_state_denials, quantities, ungrounded_numbers
+from program.evidence.numbers import misbound_numbers, quantities, ungrounded_numbers
+from program.evidence.statements import NEGATION, outside_state_denials
 from program.evidence.verdict import ABSENCE, CitedRef, claim_blockers, code_sees_support
 from contracts import Claim
 

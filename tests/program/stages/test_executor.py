@@ -12,7 +12,7 @@ from devset.recorded import record
 from program.entry.api import diagnose
 from program.store.audit import AuditStore
 from program.evidence import gatekeeper
-from program.evidence.checks import check_citations
+from program.evidence.checks import CitationCheck, check_citations
 from program.evidence.citations import Menu
 from program.evidence.relevance import question_target
 from program.lm.adapter import ConstrainedJSONAdapter
@@ -35,9 +35,9 @@ def _session(recorder):
 
 
 def _check(store, recorder, claims, refused=()):
-    return check_citations(store, session_id=recorder.session_id, question=QUESTION, output=ExecutorOutput(claims=claims),
-                           parse_status=VALID, invocations=recorder.invocations, toolbox=TOOLBOX, refused=refused,
-                           target=question_target(QUESTION, active_catalog()), names=active_catalog().names)
+    return check_citations(store, TOOLBOX, CitationCheck(
+        session_id=recorder.session_id, question=QUESTION, output=ExecutorOutput(claims=claims), parse_status=VALID,
+        refused=tuple(refused), target=question_target(QUESTION, active_catalog()), names=active_catalog().names))
 
 
 def test_a_label_expands_into_the_binding_the_gatekeeper_checks_as_if_it_were_quoted(store, recorder):

@@ -24,7 +24,8 @@ from pathlib import Path
 from tools.sources.errors import SourceError
 from tools.sources.files import FileChanged, regular_files
 from tools.sources.interfaces import Settings
-from tools.sources.limits import LOG_SEARCH_BYTES, MAX_ITEM_CHARS, places, size_text
+from contracts.settings import default
+from tools.sources.limits import MAX_ITEM_CHARS, places, size_text
 from tools.sources.logs.places import Place, Places
 from tools.sources.logs.reading import FileReading, UnreadableFile, read_file, state
 from tools.sources.logs.records import RecordLogSource, Searched, service_name
@@ -34,9 +35,10 @@ UNITS = {"": 1, "k": 2**10, "m": 2**20, "g": 2**30}
 
 
 def max_bytes(value: str | None) -> int:
-    """DIAGNOSIS_LOGS_MAX_BYTES: a number of bytes, with an optional K, M or G (binary units)."""
+    """DIAGNOSIS_LOGS_MAX_BYTES: a number of bytes, with an optional K, M or G (binary units); unset,
+    its default in contracts/settings.py."""
     if value is None:
-        return LOG_SEARCH_BYTES
+        value = default("DIAGNOSIS_LOGS_MAX_BYTES")
     found = SIZE.match(value)
     if found is None or int(found[1]) == 0:
         raise SourceError(f"DIAGNOSIS_LOGS_MAX_BYTES must be a positive size such as 67108864, 64M or 1G, "
@@ -66,11 +68,11 @@ class LogDirectory(RecordLogSource):
                    max_bytes(settings["DIAGNOSIS_LOGS_MAX_BYTES"]))
 
     def __init__(self, root: Path, synonyms: dict[str, tuple[str, ...]], where: Places | None = None,
-                 limit: int = LOG_SEARCH_BYTES):
+                 limit: int | None = None):
         super().__init__(synonyms)
         self.root = root
         self.where = where or Places()
-        self.limit = limit
+        self.limit = max_bytes(None) if limit is None else limit
         self._lock = threading.Lock()
         # real path -> (what was read: its state and byte limit; the reading)
         self._files: dict[Path, tuple[tuple, FileReading]] = {}

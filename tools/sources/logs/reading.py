@@ -31,8 +31,8 @@ from typing import BinaryIO
 
 from tools.sources.files import opened
 from tools.sources.limits import MAX_ITEM_CHARS, size_text
-from tools.sources.logs.formats import (SPANS_LINES, Entry, csv_entries, file_format, inner_entry, is_csvlog, pid_of,
-                                        read_line, stream_of)
+from tools.sources.logs.csvlog import csv_entries, is_csvlog
+from tools.sources.logs.formats import SPANS_LINES, Entry, file_format, inner_entry, pid_of, read_line, stream_of
 from tools.sources.logs.places import Place
 from tools.sources.logs.records import FileLines, level_bit
 

@@ -1,4 +1,4 @@
-"""A log source whose lines the program reads itself and searches with tools/search.py: the fixture
+"""A log source whose lines the program reads itself and searches with tools/text/search.py: the fixture
 world's records, or a directory of log files. What a search left unread in its scope is named.
 
 Which records a search's filters keep is decided here, for every source alike:
@@ -27,8 +27,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from tools.folding import fold
-from tools.search import Index, read_query
+from tools.text.folding import fold
+from tools.text.search import Index, read_query
 from tools.sources.interfaces import LogHits, LogQuery, LogSource, UnreadableQuery
 from tools.sources.logs.formats import Entry, sort_key
 from tools.sources.logs.levels import LOG_LEVELS
@@ -86,7 +86,7 @@ class Lines(ABC):
 
     @abstractmethod
     def keeps(self, at: int, service: str | None, level: str | None) -> bool:
-        """Whether the filters keep the record; `service` is folded (tools.folding.fold)."""
+        """Whether the filters keep the record; `service` is folded (tools.text.folding.fold)."""
 
 
 class RecordLines(Lines):

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 
-from tools.folding import fold, fold_words
+from tools.text.folding import fold, fold_words
 
 # Words that describe the search rather than its target ("find the logs of ..."), and English
 # function words, which would otherwise count as concepts a line must share.
