@@ -31,7 +31,7 @@ from program.lm.server_lm import SchemaSettingError, ServerEngine, schema_settin
 from program.lm.usage import note
 from program.lm.wire import chat_messages, schema_grammar_text, text_of
 from contracts import Finding
-from contracts.settings import current
+from contracts.settings import current, value_or_default
 
 EMBEDDED = "embedded"
 DEFAULT_MAX_TOKENS = 700
@@ -205,7 +205,7 @@ def describe_identity(identity: dict) -> str:
 
 
 def lm_spec(spec: str | None = None) -> str:
-    return (spec or current().lm or EMBEDDED).strip()
+    return (spec or value_or_default("DIAGNOSIS_LM")).strip()
 
 
 def resolve_lm(spec: str | dspy.BaseLM | None = None) -> dspy.BaseLM:
@@ -217,7 +217,7 @@ def resolve_lm(spec: str | dspy.BaseLM | None = None) -> dspy.BaseLM:
     for short, model in EMBEDDED_MODELS.items():
         if name in (short, model.model):
             return embedded_lm(short)
-    max_tokens = int(current().lm_max_tokens or "2000")
+    max_tokens = int(value_or_default("DIAGNOSIS_LM_MAX_TOKENS"))
     api_base = current().lm_api_base
     if api_base and name.startswith("openai/"):
         engine = ServerEngine(api_base, name.removeprefix("openai/"), form=schema_setting(),

@@ -17,7 +17,7 @@ import os
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from contracts.settings import current
+from contracts.settings import value_or_default
 
 CHUNK_BYTES = 8 << 20
 
@@ -65,7 +65,7 @@ EMBEDDED_MODELS = {"embedded": QWEN_1_5B, "embedded-small": QWEN_0_5B}
 
 
 def cache_dir() -> Path:
-    return Path(current().model_cache or Path.home() / ".cache" / "grounded-diagnosis" / "models")
+    return Path(value_or_default("DIAGNOSIS_MODEL_CACHE")).expanduser()
 
 
 def part_path(module: str, relative: str) -> Path:

@@ -32,7 +32,7 @@ import tempfile
 import threading
 from functools import lru_cache
 from pathlib import Path
-from contracts.settings import value
+from contracts.settings import value_or_default
 
 RULE = "lm.engine_unsupported"
 REBUILD = ("rebuild it for this machine with `rm -rf .venv && make install` (scripts/llama-wheel.sh builds "
@@ -181,7 +181,7 @@ def probe(model_path: str, n_threads: int) -> int:
 
 
 def probe_cache_dir() -> Path:
-    return Path(value(PROBE_CACHE) or Path.home() / ".cache" / "grounded-diagnosis" / "probes")
+    return Path(value_or_default(PROBE_CACHE)).expanduser()
 
 
 def probe_key(model_sha256: str, n_threads: int) -> dict:

@@ -33,13 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from contracts.settings import value
+from contracts.settings import value_or_default
 
 # The rule of the note a run's record gets when a saved state could not be used.
 RULE = "lm.prefix_cache"
 DIRECTORY = "DIAGNOSIS_PREFIX_CACHE"
 SIZE = "DIAGNOSIS_PREFIX_CACHE_MB"
-DEFAULT_MB = 1024
 MAGIC = b"grounded-diagnosis prefix state\n"
 LENGTH = struct.Struct("<Q")
 SUFFIX = ".state"
@@ -56,15 +55,15 @@ class PrefixCacheSettingError(ValueError):
 
 def settings() -> tuple[Path, int]:
     """The cache directory and its bound in bytes (0: nothing is written or read)."""
-    raw = (value(SIZE) or "").strip()
+    raw = (value_or_default(SIZE) or "").strip()
     try:
-        megabytes = int(raw) if raw else DEFAULT_MB
+        megabytes = int(raw)
     except ValueError:
         megabytes = -1
     if megabytes < 0:
         raise PrefixCacheSettingError(f"{SIZE} must be a whole number of megabytes (0 turns the prefix cache off), "
                                       f"not {raw!r}")
-    directory = Path(value(DIRECTORY) or Path.home() / ".cache" / "grounded-diagnosis" / "prefixes")
+    directory = Path(value_or_default(DIRECTORY)).expanduser()
     return directory, megabytes << 20
 
 

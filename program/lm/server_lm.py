@@ -30,7 +30,7 @@ from dspy.clients.engines.base import validate_request
 from dspy.lm15 import Message, Response, TextPart, Usage
 
 from program.lm.wire import chat_messages, schema_grammar_text
-from contracts.settings import value
+from contracts.settings import value_or_default
 
 SCHEMA = "DIAGNOSIS_LM_SCHEMA"
 FORMS = ("json_schema", "gbnf", "json_object")
@@ -51,7 +51,7 @@ class SchemaSettingError(ValueError):
 def schema_setting() -> str:
     """The setting as given (checked when the engine is checked, so that a bad value fails the run
     closed with its name, never a traceback)."""
-    return (value(SCHEMA) or "auto").strip().lower()
+    return (value_or_default(SCHEMA) or "").strip().lower()
 
 
 def wire_format(form: str, schema: dict, name: str = "response") -> dict:

@@ -21,7 +21,7 @@ from program.store.audit import AuditStore
 from program.lm.engine import describe_identity, lm_identity
 from program.stages.pipeline import Diagnosis
 from contracts import Finding
-from contracts.settings import current
+from contracts.settings import current, default
 
 log = logging.getLogger(__name__)
 PROJECT_DIR = Path(__file__).resolve().parents[2]
@@ -36,7 +36,7 @@ class Unusable(ValueError):
 
 
 def compiled_dir() -> Path:
-    return Path(current().compiled_dir or PROJECT_DIR / "compiled")
+    return Path(current().compiled_dir or PROJECT_DIR / default("DIAGNOSIS_COMPILED_DIR"))
 
 
 def newest_compiled() -> Path | None:

@@ -1,5 +1,5 @@
 """A setting's default has one home, its field in contracts/settings.py: the modules that read a
-setting outside the LM layer take the default from there. Each test changes the declared default and
+setting take the default from there. Each test changes the declared default and
 sees the reader follow; a default written again in the reader would not."""
 
 import pytest
@@ -58,3 +58,34 @@ def test_the_audit_database_follows_the_declared_default(declared, monkeypatch, 
     declared("DIAGNOSIS_DB", "sqlite:///~/elsewhere/records.db")
     assert default_db_url() == f"sqlite:///{tmp_path / 'elsewhere' / 'records.db'}"
     assert (tmp_path / "elsewhere").is_dir()
+
+
+@pytest.mark.parametrize(("env", "reader"), [
+    ("DIAGNOSIS_MODEL_CACHE", "program.lm.models:cache_dir"),
+    ("DIAGNOSIS_PROBE_CACHE", "program.lm.native:probe_cache_dir"),
+    ("DIAGNOSIS_PREFIX_CACHE", "program.lm.prefix_cache:settings"),
+])
+def test_the_runtimes_directories_follow_the_declared_defaults(declared, monkeypatch, tmp_path, env, reader):
+    import importlib
+
+    module, name = reader.split(":")
+    monkeypatch.setenv("HOME", str(tmp_path))
+    declared(env, "~/declared/here")
+    found = getattr(importlib.import_module(module), name)()
+    assert (found[0] if isinstance(found, tuple) else found) == tmp_path / "declared" / "here"
+
+
+def test_the_runtimes_other_settings_follow_the_declared_defaults(declared, monkeypatch):
+    from program.lm.engine import lm_spec
+    from program.lm.prefix_cache import settings
+    from program.lm.server_lm import schema_setting
+    from program.stages.compiled import PROJECT_DIR, compiled_dir
+
+    declared("DIAGNOSIS_LM", "openai/declared")
+    declared("DIAGNOSIS_LM_SCHEMA", "gbnf")
+    declared("DIAGNOSIS_PREFIX_CACHE_MB", "3")
+    declared("DIAGNOSIS_COMPILED_DIR", "elsewhere")
+    assert lm_spec() == "openai/declared" and lm_spec("embedded") == "embedded"
+    assert schema_setting() == "gbnf"
+    assert settings()[1] == 3 * 2**20
+    assert compiled_dir() == PROJECT_DIR / "elsewhere"
