@@ -8,7 +8,19 @@ from __future__ import annotations
 
 import dspy
 
-from contracts import ClaimDraft, MissingInfo, PlanDraft, PlannerOutput, ToolInvocation
+from program.evidence.checks import retry_text
+from program.evidence.verdict import SECOND_LOOK_SHARE, second_look_blocker
+from contracts import (
+    Claim,
+    ClaimDraft,
+    EvidenceBinding,
+    Finding,
+    MissingInfo,
+    PlanDraft,
+    PlannerOutput,
+    RetryContext,
+    ToolInvocation,
+)
 from tools.calls import ToolCall
 from tools.functions import TOOLBOX
 from tools.recorder import citation_label, extract_retrieval_details, render_observations
@@ -103,6 +115,55 @@ def executor_demos() -> list[dspy.Example]:
                      observations=render_observations(calls), claims=[claim], hypotheses=[], missing_info=missing,
                      recommended_actions=[]).with_inputs("question", "plan", "observations", "retry_context")
         for question, services, topics, calls, claim, missing in cases
+    ]
+
+
+_CART_LINE = _log("09:14", "ERROR", "cart-service", "Redis connection refused: 10.0.3.7:6379")
+_CART = [_call(5, "query_logs", {"query": "Redis connection error", "service": "cart-service"}, message=(
+             "未找到匹配的日志 (no log lines matched query='Redis connection error', service='cart-service', level=None)")),
+         _call(6, "query_logs", {"query": "Did log any Redis connection errors?", "min_share": SECOND_LOOK_SHARE,
+                                 "service": "cart-service"}, [_CART_LINE])]
+# The finding of verdict.state_conflict as the check words it (a test holds the two together).
+STATE_CONFLICT = "the statement says the alert is not firing, but the alert it cites is firing"
+
+
+def _refused(calls: list[ToolInvocation], claim_type: str, text: str) -> Claim:
+    """A refused first attempt's claim, bound to the first call's refs as code expands its labels."""
+    inv = calls[0]
+    refs = inv.retrieval_details.evidence_refs
+    bindings = [EvidenceBinding(tool_name=inv.tool_name, source_invocation_id=inv.id, raw_path=ref.raw_path,
+                                evidence_excerpt=ref.text) for ref in refs] or [
+        EvidenceBinding(tool_name=inv.tool_name, source_invocation_id=inv.id, raw_path=None,
+                        evidence_excerpt=inv.retrieval_details.message)]
+    return Claim(claim_id="claim-1", claim_type=claim_type, claim_text=text, evidence_bindings=bindings)
+
+
+def retry_demos() -> list[dspy.Example]:
+    """The attempt after a refusal, in the shape the retry is asked in (signatures.retry_citation): a
+    claim that echoed the question's presumption, written again with the state the alert shows, and
+    an all-clear a second look contradicted, written again as what the line it found shows."""
+    disk = _refused(_DISK[:1], "observation", "checkout-service 的 DiskPressure 告警已经恢复了，磁盘使用率 93%。")
+    cart = _refused(_CART, "negative_observation", "No Redis connection error log lines were found for cart-service.")
+    looked = second_look_blocker("claim-1", [ref.text for ref in _CART[1].retrieval_details.evidence_refs], None)
+    cases = [
+        ("checkout-service 的 DiskPressure 告警已经恢复了吧？只确认。", "checkout-service", "DiskPressure", _DISK[:1], disk,
+         Finding(rule="verdict.state_conflict", claim_id="claim-1", message=STATE_CONFLICT), [],
+         ClaimDraft(claim_type="observation", evidence_bindings=_labels(_DISK[:1]),
+                    claim_text="checkout-service 的 DiskPressure 告警仍在触发（firing），磁盘使用率 93%。")),
+        ("Did cart-service log any Redis connection errors?", "cart-service", "Redis connection errors", _CART, cart,
+         looked, _labels(_CART[1:]),
+         ClaimDraft(claim_type="observation", evidence_bindings=_labels(_CART[1:]),
+                    claim_text="cart-service logged a Redis connection error: Redis connection refused: 10.0.3.7:6379.")),
+    ]
+    return [
+        dspy.Example(question=question, invocations=calls,
+                     plan=PlannerOutput(scope="narrow", target_services=[service], topics=[topic]),
+                     observations=render_observations(calls),
+                     retry_context=retry_text(RetryContext(attempt=1, failed_rules=[finding.rule], errors=[finding]),
+                                              [refused], found),
+                     claims=[answer], hypotheses=[], missing_info=[], recommended_actions=[],
+                     ).with_inputs("question", "plan", "observations", "retry_context")
+        for question, service, topic, calls, refused, finding, found, answer in cases
     ]
 
 
