@@ -153,10 +153,23 @@ def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = ()
                                             for b in claim.evidence_bindings if b.source_invocation_id is not None))
             lines.append(f"Refused {claim.claim_id}: {claim.claim_type} citing {cited or 'nothing'}: {claim.claim_text!r}")
         lines += [f"- {finding.rule}: {finding.message}" for finding in findings]
+        # What it cited, said last: a small model copies the nearest text, so that should be the evidence.
+        lines += [f"- {label} shows: {text}" for label, text in _shown(claim)]
     if found:
         lines.append(f"Code searched again and found {', '.join(found)}: cite those that answer the question, "
                      "and say what they show.")
     return "\n".join(lines)
+
+
+def _shown(claim: Claim | None, most: int = 3) -> list[tuple[str, str]]:
+    """The first clause of each ref the claim cited (an alert's name, state, service and values; a
+    line), at most `most`; no-hits say nothing a new claim could state."""
+    shown = {}
+    for binding in claim.evidence_bindings if claim is not None else ():
+        if binding.raw_path and binding.source_invocation_id is not None and binding.evidence_excerpt:
+            label = citation_label(binding.source_invocation_id, binding.raw_path)
+            shown.setdefault(label, binding.evidence_excerpt.split(";")[0].strip())
+    return list(shown.items())[:most]
 
 
 def _by_claim(findings: list[Finding]) -> dict[str | None, list[Finding]]:
