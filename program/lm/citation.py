@@ -16,8 +16,8 @@ reach the next attempt's menu. Both attempts are returned; the one the checks sc
 The new attempt is asked differently where it matters, through DSPy's per-call seams: the
 signature's instructions say that a refused claim must not be written again
 (`signatures.diagnosis.retry_citation`), the retry context shows the refused claims as an attempt
-not to repeat, with their findings and the labels of what a second look found, and two worked
-revisions come after the demos (`signatures.demos.retry_demos`). The refused attempt is never shown as
+not to repeat, with their findings, what they cited shows and the labels of what a second look
+found, and three worked revisions come after the demos (`signatures.demos.retry_demos`). The refused attempt is never shown as
 an answer the model gave beside the same inputs: the 1.5B then copied it word for word in five of
 seven retries (bench-20261202T024922Z). A retry that still writes the same claims is recorded as
 no revision.
