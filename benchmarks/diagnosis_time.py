@@ -109,6 +109,8 @@ def score(question: dict, result, store: AuditStore) -> dict:
         "stages": {name: u.model_dump() for name, u in result.usage.items()},
         "session_id": result.session_id, "composer": result.composer_status,
         "executor_attempts": len(record.executor_attempts),
+        # A retry that wrote the refused claims again word for word revised nothing.
+        "retry_repeated": any(a.repeated for a in record.executor_attempts),
         "errors": [e.rule for e in result.errors],
         "overrides": [o.rule for o in evaluation.code_overrides] if evaluation else [],
         "verifier_judged": sum(j.judgement is not None for j in evaluation.claim_judgements) if evaluation else 0,
@@ -143,6 +145,8 @@ def summary(rows: list[dict]) -> dict:
             "median_prompt_tokens": statistics.median(r["prompt_tokens"] for r in rows),
             "median_completion_tokens": statistics.median(r["completion_tokens"] for r in rows),
             "verifier_judgements": sum(r["verifier_judged"] for r in rows),
+            "retries": sum(r.get("executor_attempts", 1) > 1 for r in rows),
+            "retries_repeated": sum(r.get("retry_repeated", False) for r in rows),
             "verifier_disagreements": sum(r["overrides"].count("verdict.verifier_disagreement") for r in rows)}
 
 
@@ -158,7 +162,9 @@ def report(meta: dict, rows: list[dict], totals: dict) -> str:
     lines += ["", f"Median per diagnosis: {totals['median_seconds']} s, {totals['median_lm_calls']} LM calls, "
               f"{totals['median_prompt_tokens']} prompt + {totals['median_completion_tokens']} completion tokens. "
               f"The verifier judged {totals['verifier_judgements']} claim(s); code disagreed with "
-              f"{totals['verifier_disagreements']} of its 'contradicted' verdicts.", "",
+              f"{totals['verifier_disagreements']} of its 'contradicted' verdicts. The executor was asked again in "
+              f"{totals['retries']} diagnosis(es); {totals['retries_repeated']} of those retries wrote the refused "
+              "claims again word for word (no revision).", "",
               "| question | set | verdict | expected | right | gatekeeper | claims verified | forbidden | seconds "
               "| LM calls | prompt | completion |", "| --- " * 12 + "|"]
     for r in rows:

@@ -335,6 +335,8 @@ class ExecutorAttempt(Contract):
     # The attempt the verdict rests on (the one the checks scored higher); records written before
     # attempts were compared mark none, and theirs is the last.
     used: bool = False
+    # A retry that wrote the refused attempt's claims again word for word: no revision.
+    repeated: bool = False
 
 
 class DiagnosisSession(Contract):

@@ -8,7 +8,19 @@ from __future__ import annotations
 
 import dspy
 
-from contracts import ClaimDraft, MissingInfo, PlanDraft, PlannerOutput, ToolInvocation
+from program.evidence.checks import retry_text
+from program.evidence.verdict import SECOND_LOOK_SHARE, second_look_blocker
+from contracts import (
+    Claim,
+    ClaimDraft,
+    EvidenceBinding,
+    Finding,
+    MissingInfo,
+    PlanDraft,
+    PlannerOutput,
+    RetryContext,
+    ToolInvocation,
+)
 from tools.calls import ToolCall
 from tools.functions import TOOLBOX
 from tools.recorder import citation_label, extract_retrieval_details, render_observations
@@ -104,6 +116,70 @@ def executor_demos() -> list[dspy.Example]:
                      recommended_actions=[]).with_inputs("question", "plan", "observations", "retry_context")
         for question, services, topics, calls, claim, missing in cases
     ]
+
+
+_DISK_RESOLVED = [_call(9, "query_metrics", {"service": "checkout-service", "alert_name": "DiskPressure"}, [
+    {"name": "DiskPressure", "state": "resolved", "service": "checkout-service", "current": "61%", "threshold": "85%",
+     "duration": "6m", "description": "volume /var/log 26GB after log rotation", "samples": [93.0, 74.2, 61.0]}])]
+_CART_LINE = _log("09:14", "ERROR", "cart-service", "Redis connection refused: 10.0.3.7:6379")
+_CART = [_call(5, "query_logs", {"query": "Redis connection error", "service": "cart-service"}, message=(
+             "未找到匹配的日志 (no log lines matched query='Redis connection error', service='cart-service', level=None)")),
+         _call(6, "query_logs", {"query": "Did log any Redis connection errors?", "min_share": SECOND_LOOK_SHARE,
+                                 "service": "cart-service"}, [_CART_LINE])]
+# The findings of the checks as they word them (a test holds each to its check).
+STILL_FIRING = "the statement says the alert is firing, but the alert it cites is resolved"
+UNNAMED = "the claim does not name checkout-service, which the question asks about"
+STATE_CONFLICT = "the statement says the alert is not firing, but the alert it cites is firing"
+# Each worked revision: the question, the plan's target and topic, the calls shown, the refused
+# claim's type and text, its findings (None: the second look's), the labels code found, the revision.
+_REVISIONS = (
+    ("Only confirm that checkout-service's DiskPressure alert is still firing.", "checkout-service", "DiskPressure",
+     _DISK_RESOLVED, "observation", "DiskPressure 告警仍在触发，磁盘使用率 61%。",
+     [("verdict.off_topic", UNNAMED), ("verdict.state_conflict", STILL_FIRING)], False,
+     "checkout-service's DiskPressure alert is resolved, current=61%."),
+    ("checkout-service 的 DiskPressure 告警已经恢复了吧？只确认。", "checkout-service", "DiskPressure", _DISK[:1],
+     "observation", "checkout-service 的 DiskPressure 告警已经恢复了，磁盘使用率 93%。",
+     [("verdict.state_conflict", STATE_CONFLICT)], False, "checkout-service 的 DiskPressure 告警仍在触发（firing），磁盘使用率 93%。"),
+    ("Did cart-service log any Redis connection errors?", "cart-service", "Redis connection errors", _CART,
+     "negative_observation", "No Redis connection error log lines were found for cart-service.", None, True,
+     "cart-service logged a Redis connection error: Redis connection refused: 10.0.3.7:6379."),
+)
+
+
+def _refused(calls: list[ToolInvocation], claim_type: str, text: str) -> Claim:
+    """A refused first attempt's claim, bound to the first call's refs as code expands its labels."""
+    inv = calls[0]
+    refs = inv.retrieval_details.evidence_refs
+    bindings = [EvidenceBinding(tool_name=inv.tool_name, source_invocation_id=inv.id, raw_path=ref.raw_path,
+                                evidence_excerpt=ref.text) for ref in refs] or [
+        EvidenceBinding(tool_name=inv.tool_name, source_invocation_id=inv.id, raw_path=None,
+                        evidence_excerpt=inv.retrieval_details.message)]
+    return Claim(claim_id="claim-1", claim_type=claim_type, claim_text=text, evidence_bindings=bindings)
+
+
+def retry_demos() -> list[dspy.Example]:
+    """The attempt after a refusal, in the shape the retry is asked in (signatures.retry_citation):
+    claims that said another state than the alert shows (one way and the other, one without its
+    service), each written again from the alert, and an all-clear a second look contradicted, written
+    again as what the line it found shows. Both directions, so that no state word is the lesson."""
+    demos = []
+    for question, service, topic, calls, claim_type, text, findings, looked, revision in _REVISIONS:
+        shown = calls[1:] if looked else calls
+        if findings is None:
+            lines = [ref.text for ref in calls[1].retrieval_details.evidence_refs]
+            errors = [second_look_blocker("claim-1", lines, None)]
+        else:
+            errors = [Finding(rule=rule, claim_id="claim-1", message=message) for rule, message in findings]
+        context = RetryContext(attempt=1, failed_rules=[f.rule for f in errors], errors=errors)
+        answer = ClaimDraft(claim_type="observation", evidence_bindings=_labels(shown), claim_text=revision)
+        demos.append(dspy.Example(
+            question=question, invocations=calls,
+            plan=PlannerOutput(scope="narrow", target_services=[service], topics=[topic]),
+            observations=render_observations(calls),
+            retry_context=retry_text(context, [_refused(calls, claim_type, text)], _labels(shown) if looked else []),
+            claims=[answer], hypotheses=[], missing_info=[], recommended_actions=[],
+        ).with_inputs("question", "plan", "observations", "retry_context"))
+    return demos
 
 
 def planner_demos() -> list[dspy.Example]:

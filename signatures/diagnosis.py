@@ -83,6 +83,21 @@ class CiteEvidence(dspy.Signature):
     recommended_actions: list[RecommendedAction] = dspy.OutputField()
 
 
+# What a new attempt is told besides the stage's own instructions (which a compiled program may have
+# rewritten, so this is appended to whatever they are now).
+RETRY_INSTRUCTIONS = """This is a new attempt: code refused claims of the attempt before it. retry_context
+    shows each refused claim as it was written, what it cited, and the findings of the checks that
+    refused it. Never write a refused claim again, not even with other citations: a claim written again
+    is refused again. Write each anew from what the labels show (the state, service and numbers of the
+    ref, a line code found), so that no finding holds, or leave it out."""
+
+
+def retry_citation(signature: type[dspy.Signature]) -> type[dspy.Signature]:
+    """The citation signature (with whatever instructions it has now) for the attempt after a refusal."""
+    return signature.with_instructions(f"{signature.instructions}\n\n{RETRY_INSTRUCTIONS}").with_updated_fields(
+        "retry_context", desc="the attempt code refused, which must not be repeated, and why")
+
+
 # A narrow question is answered with observations alone: no hypotheses and no actions to write.
 NARROW_LEFT_OUT = ("hypotheses", "recommended_actions")
 

@@ -25,6 +25,7 @@ from contracts import (
     VerifierInput,
 )
 from tools.declaration import Toolbox
+from tools.recorder import citation_label
 
 
 @dataclass
@@ -103,6 +104,9 @@ REVISABLE = frozenset({
     "verdict.state_conflict", "verdict.absence_on_hit", "verdict.no_hit_positive", "verdict.ungrounded_number",
     "verdict.misbound_number", "verdict.off_topic", "verdict.ungrounded_name", "verdict.ungrounded_topic",
     "verdict.excluded_topic", "verdict.runbook_only", "verdict.backfill_only", "verdict.second_look"})
+# The rules that refuse hostile text: a claim they refuse gets no second look either, which would
+# give it a new attempt.
+HOSTILE = frozenset({"verdict.bidi_control", "verdict.restated_instruction"})
 SEVERITY_RANK = {"none": 2, "low_confid": 1, "reject": 0}
 
 
@@ -123,6 +127,12 @@ class Review:
     withheld: tuple[str, ...] = ()
 
     @property
+    def found(self) -> list[str]:
+        """The labels of the refs a second look found that may answer the question (on a new attempt's menu)."""
+        return [citation_label(inv.id, ref.raw_path) for inv in self.invocations if inv.id in self.new_calls
+                for ref in inv.retrieval_details.evidence_refs if ref.raw_path and ref.text in self.possible_matches]
+
+    @property
     def score(self) -> tuple[int, int]:
         """Higher is better: the gatekeeper's severity first, then how many claims code lets the verifier judge."""
         return SEVERITY_RANK.get(self.checked.gate.severity, 0), len(self.checked.verifiable)
@@ -141,16 +151,46 @@ def retry_context(checked: Checked, attempt: int, more: list[Finding] = ()) -> R
     return RetryContext(attempt=attempt, failed_rules=list(dict.fromkeys(f.rule for f in findings)), errors=findings)
 
 
-def retry_text(context: RetryContext, claims: list[Claim], new_calls: list[int] = ()) -> str:
-    """The retry context as the executor reads it: each refused claim as it was written, and why, in
-    the checks' words; and the calls the checks made since, whose refs are now on the menu."""
-    texts = {c.claim_id: f"{c.claim_type} {c.claim_text!r}" for c in claims}
-    lines = [f"Code refused parts of attempt {context.attempt}. Write the claims again so that each says only "
-             "what the labels it cites show; leave out what no label shows."]
-    for finding in context.errors:
-        claim = f"{finding.claim_id} {texts.get(finding.claim_id, '')}".strip() if finding.claim_id else "the output"
-        lines.append(f"- {claim}: {finding.rule}: {finding.message}")
-    if new_calls:
-        lines.append(f"Code searched again since: {', '.join(f'#{n}' for n in new_calls)} in the observations; "
-                     "cite what it found if it answers the question.")
+def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = ()) -> str:
+    """The retry context as the executor reads it: the attempt code refused, shown as an attempt not to
+    repeat (each refused claim as it was written, with what it cited), and why, in the checks' words;
+    and the refs that code's own new search found (`found`, their labels), which may answer the
+    question. The refused attempt is never shown as an answer the model gave: a small model decoding
+    greedily copies an answer it sees beside the same inputs."""
+    written = {c.claim_id: c for c in claims}
+    lines = [f"Code refused attempt {context.attempt}. Do not write a refused claim again: write it anew so that "
+             "none of its findings holds (its state, service, numbers and type as the labels it cites show them), "
+             "or leave it out."]
+    for claim_id, findings in _by_claim(context.errors).items():
+        claim = written.get(claim_id)
+        if claim is None:
+            lines.append("Refused: the output")
+        else:
+            cited = ", ".join(dict.fromkeys(citation_label(b.source_invocation_id, b.raw_path)
+                                            for b in claim.evidence_bindings if b.source_invocation_id is not None))
+            lines.append(f"Refused {claim.claim_id}: {claim.claim_type} citing {cited or 'nothing'}: {claim.claim_text!r}")
+        lines += [f"- {finding.rule}: {finding.message}" for finding in findings]
+        # What it cited, said last: a small model copies the nearest text, so that should be the evidence.
+        lines += [f"- {label} shows: {text}" for label, text in _shown(claim)]
+    if found:
+        lines.append(f"Code searched again and found {', '.join(found)}: cite those that answer the question, "
+                     "and say what they show.")
     return "\n".join(lines)
+
+
+def _shown(claim: Claim | None, most: int = 3) -> list[tuple[str, str]]:
+    """The first clause of each ref the claim cited (an alert's name, state, service and values; a
+    line), at most `most`; no-hits say nothing a new claim could state."""
+    shown = {}
+    for binding in claim.evidence_bindings if claim is not None else ():
+        if binding.raw_path and binding.source_invocation_id is not None and binding.evidence_excerpt:
+            label = citation_label(binding.source_invocation_id, binding.raw_path)
+            shown.setdefault(label, binding.evidence_excerpt.split(";")[0].strip())
+    return list(shown.items())[:most]
+
+
+def _by_claim(findings: list[Finding]) -> dict[str | None, list[Finding]]:
+    grouped: dict[str | None, list[Finding]] = {}
+    for finding in findings:
+        grouped.setdefault(finding.claim_id, []).append(finding)
+    return grouped

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import dspy
 
-from program.evidence.checks import CitationCheck, Checked, Review, check_citations, retry_context
+from program.evidence.checks import HOSTILE, CitationCheck, Checked, Review, check_citations, retry_context
 from program.stages.executor import Cite
 from program.stages.run import Run
 from program.stages.second_look import second_look, unclaimed_look
@@ -27,17 +27,15 @@ def cite_and_check(run: Run, cite: Cite, attempts: int) -> Checked:
         run.record.executor_attempts.append(ExecutorAttempt(
             attempt=number, drafts=attempt.drafts, executor_output=attempt.output, parse_status=attempt.parse_status,
             gatekeeper_result=reviewed.checked.gate, retry_context=context, used=used,
-            blocked=[f for found in reviewed.checked.blockers.values() for f in found]))
+            repeated=bool(attempt.get("repeated")), blocked=[f for found in reviewed.checked.blockers.values() for f in found]))
         if attempt.error is not None:
             # An attempt that is not used leaves no gap in the evidence: its failure is only noted.
             (run.errors if used else run.record.notes).append(attempt.error)
     if len(cited.attempts) > 1:
-        # Under greedy decoding a small model may write its refused claims again unchanged: the
-        # extra call then bought nothing, and the record says so.
-        repeated = cited.attempts[1][0].drafts == cited.attempts[0][0].drafts
+        repeated = bool(cited.attempts[1][0].get("repeated"))
         run.record.notes.append(Finding(rule="executor.retry", message=(
             f"code refused {', '.join(cited.attempts[0][2].retry.failed_rules)} in attempt 1, so the executor was "
-            f"asked once more, told why; {'attempt 2 wrote the same claims word for word; ' if repeated else ''}"
+            f"asked once more, told why; {'attempt 2 wrote the same claims word for word (no revision); ' if repeated else ''}"
             f"attempt {cited.chosen + 1} is used")))
     chosen = cited.attempts[cited.chosen][2]
     checked = chosen.checked
@@ -49,19 +47,22 @@ def cite_and_check(run: Run, cite: Cite, attempts: int) -> Checked:
 
 
 def review(run: Run, attempt: dspy.Prediction, context: RetryContext | None) -> Review:
-    """The checks of one attempt: the hook, the gatekeeper and the claim checks, then, for a "nothing
-    found" that passed them or for an attempt that wrote no claim beside a search that found
-    nothing, the second look, whose search is recorded like any call."""
+    """The checks of one attempt: the hook, the gatekeeper and the claim checks, then, for every
+    "nothing found" resting on a no-hit (whatever else refused it) or for an attempt that wrote no
+    claim beside a search that found nothing, the second look, whose search is recorded like any call."""
     checked = check_citations(run.store, run.toolbox, CitationCheck(
         session_id=run.session_id, question=run.question, output=attempt.output, parse_status=attempt.parse_status,
         target=run.target, refused=tuple(attempt.refused), excluded_terms=run.scope.excluded_terms,
         names=run.catalog.names, topics=tuple(run.catalog.topic_groups()), retry_context=context))
     made = {inv.id for inv in run.recorder.invocations}
     possible, unclaimed, withheld = [], None, ()
-    if checked.gate.severity == "none":
-        possible = second_look(run, [c for c in checked.claims if c.claim_id not in checked.blockers
-                                     and c.claim_id not in checked.failed], checked.cited, checked.blockers)
-    elif not attempt.output.claims and attempt.error is None:
+    if checked.claims:
+        # Every negative resting on a log no-hit, a refused one too: a claim refused for its wording
+        # (off topic, say) stands on a search whose words a small LM chose, and a line the question's
+        # own words find is what the next attempt should cite.
+        possible = second_look(run, [c for c in checked.claims if not any(
+            f.rule in HOSTILE for f in checked.blockers.get(c.claim_id, []))], checked.cited, checked.blockers)
+    elif attempt.error is None:
         unclaimed, possible, withheld = unclaimed_look(run)
     number = 1 if context is None else context.attempt + 1
     contradicted = {f.claim_id for found in checked.blockers.values() for f in found if f.rule == "verdict.second_look"}

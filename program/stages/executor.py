@@ -12,6 +12,15 @@ sample every rollout at temperature 1.0 (this program decodes greedily, and its 
 Refine writes its feedback with one more LM call over the program's source code instead of the
 checks' findings, and it reruns the module on the same inputs, where a second look's new lines must
 reach the next attempt's menu. Both attempts are returned; the one the checks score higher is used.
+
+The new attempt is asked differently where it matters, through DSPy's per-call seams: the
+signature's instructions say that a refused claim must not be written again
+(`signatures.diagnosis.retry_citation`), the retry context shows the refused claims as an attempt
+not to repeat, with their findings, what they cited shows and the labels of what a second look
+found, and three worked revisions come after the demos (`signatures.demos.retry_demos`). The refused attempt is never shown as
+an answer the model gave beside the same inputs: the 1.5B then copied it word for word in five of
+seven retries (bench-20261202T024922Z). A retry that still writes the same claims is recorded as
+no revision.
 """
 
 from __future__ import annotations
@@ -27,8 +36,8 @@ from program.lm.adapter import citation_patch, narrowing
 from program.lm.engine import narrows
 from program.stages.stage_errors import stage_error
 from contracts import ExecutorOutput, Finding, ParseStatus, PlannerOutput, RetryContext, ToolInvocation
-from signatures.demos import executor_demos
-from signatures.diagnosis import CiteEvidence, narrow_citation
+from signatures.demos import executor_demos, retry_demos
+from signatures.diagnosis import CiteEvidence, narrow_citation, retry_citation
 from tools.recorder import render_observations
 
 LISTS = ("hypotheses", "missing_info", "recommended_actions")
@@ -46,6 +55,8 @@ class Cite(dspy.Module):
         super().__init__()
         self.predict = dspy.Predict(CiteEvidence, max_tokens=max_tokens)
         self.predict.demos = executor_demos()
+        # Not the predictor's: an optimizer tunes the first attempt's demos, and these show a revision.
+        self.retry_demos = retry_demos()
 
     def forward(self, question: str, plan: PlannerOutput, invocations: list[ToolInvocation], narrow: bool,
                 retry_context: str = "none", constrain: bool | None = None,
@@ -59,31 +70,24 @@ class Cite(dspy.Module):
         if review is None:
             return first
         tried = [(first, None, review(first, None))]
-        asked = [(invocations, retry_context)]
         while len(tried) < attempts and (context := tried[-1][2].retry) is not None:
             previous, _, reviewed = tried[-1]
-            told = retry_text(context, previous.output.claims, reviewed.new_calls)
-            # The attempt refused is the turn before this one: what it was shown and what it wrote.
-            turn = self._turn(narrow, question, plan, *asked[-1], previous)
-            again = self.attempt(question, plan, reviewed.invocations, narrow, told, constrain, turn, reviewed.withheld)
-            asked.append((reviewed.invocations, told))
+            told = retry_text(context, previous.output.claims, reviewed.found)
+            again = self.attempt(question, plan, reviewed.invocations, narrow, told, constrain, retry=True,
+                                 withheld=reviewed.withheld)
+            # Under greedy decoding a small model may write the refused claims again unchanged: that is
+            # no revision, and it never wins a tie against the attempt it repeats.
+            again.repeated = _same_claims(again.drafts, previous.drafts)
             tried.append((again, context, review(again, context)))
-        # The later attempt wins a tie: it was told why.
-        chosen = max(range(len(tried)), key=lambda n: (tried[n][2].score, n))
+        # Otherwise the later attempt wins a tie: it was told why.
+        chosen = max(range(len(tried)), key=lambda n: (tried[n][2].score, -1 if tried[n][0].get("repeated") else n))
         return dspy.Prediction(**tried[chosen][0].toDict(), attempts=tried, chosen=chosen)
 
-    def _turn(self, narrow: bool, question: str, plan: PlannerOutput, invocations: list[ToolInvocation],
-              retry_context: str, attempt: dspy.Prediction) -> dspy.Example:
-        signature = narrow_citation(self.predict.signature) if narrow else self.predict.signature
-        written = {"claims": attempt.drafts, **{name: getattr(attempt.output, name) for name in LISTS}}
-        return dspy.Example(question=question, plan=plan, observations=render_observations(invocations),
-                            retry_context=retry_context, **{k: written[k] for k in signature.output_fields})
-
     def attempt(self, question: str, plan: PlannerOutput, invocations: list[ToolInvocation], narrow: bool,
-                retry_context: str, constrain: bool | None, turn: dspy.Example | None = None,
+                retry_context: str, constrain: bool | None, retry: bool = False,
                 withheld: tuple[str, ...] = ()) -> dspy.Prediction:
-        """One call of the predictor on this session's menu, less the `withheld` labels; `turn`: the
-        attempt before it, shown as the turn before this one."""
+        """One call of the predictor on this session's menu, less the `withheld` labels. retry: the
+        attempt after a refusal, asked with the retry's instructions and its worked examples."""
         menu = Menu(invocations, withheld)
         if not menu.citations:
             # Nothing can be cited, so asking the LM would only invite invention.
@@ -91,12 +95,13 @@ class Cite(dspy.Module):
                           else ("executor.no_evidence_gathered", "no tool call was made"))
             return self._result(ExecutorOutput(), ParseStatus(status="valid", detail=f"{what}; executor not called"),
                                 error=Finding(rule=rule, message=f"{what}, so the executor had nothing to cite"))
-        signature = narrow_citation(self.predict.signature) if narrow else self.predict.signature
+        signature = retry_citation(self.predict.signature) if retry else self.predict.signature
+        signature = narrow_citation(signature) if narrow else signature
         if constrain is None:
             constrain = narrows(dspy.settings.lm)
         config = narrowing(citation_patch(menu, narrow=narrow)) if constrain else {}
         try:
-            demos = [*self.predict.demos, turn] if turn is not None else self.predict.demos
+            demos = [*self.predict.demos, *self.retry_demos] if retry else self.predict.demos
             pred = self.predict(signature=signature, config=config, demos=demos, question=question, plan=plan,
                                 retry_context=retry_context, observations=render_observations(invocations))
         except dspy.AdapterParseError as exc:
@@ -117,3 +122,11 @@ class Cite(dspy.Module):
         claims, refused = menu.expand(drafts)
         output = ExecutorOutput(claims=claims, **{name: parts.get(name, []) for name in LISTS})
         return dspy.Prediction(output=output, parse_status=parse, drafts=drafts, refused=refused, error=error)
+
+
+def _same_claims(drafts: list, before: list) -> bool:
+    """The same claims in the same order, whatever each draft's form (a model or a dict)."""
+    def written(draft) -> dict:
+        fields = draft.model_dump() if hasattr(draft, "model_dump") else dict(draft)
+        return {k: v for k, v in fields.items() if k != "claim_id"}
+    return bool(before) and [written(d) for d in drafts] == [written(d) for d in before]

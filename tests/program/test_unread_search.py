@@ -125,3 +125,33 @@ def test_a_log_file_that_cannot_be_read_makes_the_no_hit_incomplete_and_is_named
     result = query_logs("502", service="api-gateway")
     assert result["success"] and result["logs"] == []
     assert any("api-gateway/access.log" in place for place in result["unread"])
+
+
+class PartialLogsWithALine(PartialLogs):
+    """The planner's search finds nothing and leaves a shard unread; the second look's words (the
+    question's, at half the concepts) find a line."""
+
+    LINE = {"timestamp": "2026-12-01T10:00:00", "level": "ERROR", "service": "api-gateway",
+            "message": "upstream returned 502 for GET /api/orders"}
+
+    def search(self, query):
+        if query.min_share < 1:
+            return LogHits(logs=(self.LINE,), total=1, services=frozenset({"api-gateway"}))
+        return super().search(query)
+
+
+def test_a_no_hit_that_left_lines_unread_still_never_grounds_an_all_clear_after_a_second_look(
+        monkeypatch, cases, store):
+    """The second look runs for every refused negative resting on a log no-hit, this one too; what it
+    finds earns a new attempt, told only of the second look, and the unread no-hit still grounds no
+    absence however often the negative is written."""
+    monkeypatch.setitem(BACKENDS, "DIAGNOSIS_TEST_LOGS_URL", PartialLogsWithALine)
+    monkeypatch.setenv("DIAGNOSIS_TEST_LOGS_URL", "http://logs.test")
+    lm = good_lm(cases["hikaricp_negative"], planner=_planner, executor=_all_clear)
+    result = diagnose(QUESTION, lm=lm, db=store, compiled=False)
+    record = store.get_session(result.session_id)
+    first, second = record.executor_attempts
+    assert {"verdict.unread_search", "verdict.second_look"} <= {f.rule for f in first.blocked}
+    assert second.retry_context.failed_rules == ["verdict.second_look"]
+    assert "verdict.unread_search" in [f.rule for f in second.blocked]
+    assert result.verdict == "LOW_CONFID" and "shard 2 of 2 (timed out)" in result.answer

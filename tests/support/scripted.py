@@ -25,6 +25,8 @@ class ScriptedEngine:
     supports_response_schema: bool = True
     supported_params: frozenset = frozenset({"response_format", "max_tokens", "temperature"})
     calls: list[tuple[str, str]] = field(default_factory=list)
+    # Each request's system message, in order: the instructions the stage was asked with.
+    systems: list[str] = field(default_factory=list)
 
     def complete(self, request):
         system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system or ())
@@ -32,6 +34,7 @@ class ScriptedEngine:
         stage = found.group(1) if found else "unknown"
         user = request.messages[-1].text or ""
         self.calls.append((stage, user))
+        self.systems.append(system or "")
         demos = tuple(m.text or "" for m in request.messages[:-1])
         reply = self.responder(stage, user, demos)
         if isinstance(reply, BaseException):

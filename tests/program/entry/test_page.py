@@ -176,7 +176,8 @@ def test_a_fabricated_quote_is_shown_blocked_with_the_gatekeeper_s_reason_and_no
     assert result.verdict == "REJECT"
     html = _page(store, result.session_id)
     page = Parsed(html)
-    assert "Executor attempt 1, not used" in html
+    # The retry fabricated the same quote word for word: no revision, so the first attempt is used.
+    assert "Executor attempt 2, not used" in html
     card = html.split('id="final-1"')[1]
     assert '<span class="badge blocked">blocked</span>' in card and "reject evidence.excerpt_mismatch" in card
     assert "excerpt says &#39;95%&#39; where the ref says &#39;91%&#39;" in card
