@@ -60,12 +60,14 @@ class Recorded:
     names: tuple[str, ...] = ()
     topics: list[tuple[str, ...]] = field(default_factory=list)
 
-    def example(self) -> dspy.Example:
+    def example(self, *, translated: bool = False) -> dspy.Example:
         """The citation module's inputs; the case id, the rendered observations and the gold output
-        in the pointing form are labels (for labeled demos and the metric)."""
-        gold = gold_executor_output(self.case, self.observations, point=True)
+        in the pointing form are labels (for labeled demos and the metric). `translated`: the case
+        in its other language, its question and claim texts translated and its labels unchanged."""
+        gold = gold_executor_output(self.case, self.observations, point=True, translated=translated)
         claims = [ClaimDraft.model_validate({k: v for k, v in c.items() if k != "claim_id"}) for c in gold["claims"]]
-        return dspy.Example(case_id=self.case["case_id"], question=self.case["question"], plan=self.plan,
+        question = self.case["translation"]["question"] if translated else self.case["question"]
+        return dspy.Example(case_id=self.case["case_id"], question=question, plan=self.plan,
                             invocations=self.invocations, narrow=self.scope.narrow, observations=self.observations,
                             retry_context="none", claims=claims, hypotheses=[], missing_info=gold["missing_info"],
                             recommended_actions=[]).with_inputs("question", "plan", "invocations", "narrow",
