@@ -22,12 +22,13 @@ import dspy
 
 from program.evidence.checks import Review, retry_text
 from program.evidence.citations import Menu
+from program.evidence.language import question_language
 from program.evidence.parsing import salvage_executor_output
 from program.lm.adapter import citation_patch, narrowing
 from program.lm.engine import narrows
 from program.lm.stage_errors import stage_error
-from contracts import ExecutorOutput, Finding, ParseStatus, PlannerOutput, RetryContext, ToolInvocation
-from signatures.demos import executor_demos
+from contracts import ExecutorOutput, Finding, Language, ParseStatus, PlannerOutput, RetryContext, ToolInvocation
+from signatures.demos import executor_demos, for_language
 from signatures.diagnosis import CiteEvidence, narrow_citation
 from tools.recorder import render_observations
 
@@ -48,14 +49,16 @@ class Cite(dspy.Module):
         self.predict.demos = executor_demos()
 
     def forward(self, question: str, plan: PlannerOutput, invocations: list[ToolInvocation], narrow: bool,
-                retry_context: str = "none", constrain: bool | None = None,
+                retry_context: str = "none", language: Language | None = None, constrain: bool | None = None,
                 review: Callable[[dspy.Prediction, RetryContext | None], Review] | None = None,
                 attempts: int = 2) -> dspy.Prediction:
-        """constrain: narrow the response schema to this session's labels; None: for the LMs that take it
-        (narrows). review: the checks of one attempt, given the retry context it was asked with; with it,
+        """language: the answer's, which the claims are written in and the demos shown are in; None: the
+        question's own. constrain: narrow the response schema to this session's labels; None: for the
+        LMs that take it (narrows). review: the checks of one attempt, given the retry context it was asked with; with it,
         at most `attempts` attempts, and the prediction also carries `attempts` (each attempt's
         prediction with its retry context and review) and `chosen` (the index of the one used)."""
-        first = self.attempt(question, plan, invocations, narrow, retry_context, constrain)
+        language = language or question_language(question)
+        first = self.attempt(question, plan, invocations, narrow, retry_context, constrain, language=language)
         if review is None:
             return first
         tried = [(first, None, review(first, None))]
@@ -64,24 +67,26 @@ class Cite(dspy.Module):
             previous, _, reviewed = tried[-1]
             told = retry_text(context, previous.output.claims, reviewed.new_calls)
             # The attempt refused is the turn before this one: what it was shown and what it wrote.
-            turn = self._turn(narrow, question, plan, *asked[-1], previous)
-            again = self.attempt(question, plan, reviewed.invocations, narrow, told, constrain, turn, reviewed.withheld)
+            turn = self._turn(narrow, language, question, plan, *asked[-1], previous)
+            again = self.attempt(question, plan, reviewed.invocations, narrow, told, constrain, turn, reviewed.withheld,
+                                 language=language)
             asked.append((reviewed.invocations, told))
             tried.append((again, context, review(again, context)))
         # The later attempt wins a tie: it was told why.
         chosen = max(range(len(tried)), key=lambda n: (tried[n][2].score, n))
         return dspy.Prediction(**tried[chosen][0].toDict(), attempts=tried, chosen=chosen)
 
-    def _turn(self, narrow: bool, question: str, plan: PlannerOutput, invocations: list[ToolInvocation],
-              retry_context: str, attempt: dspy.Prediction) -> dspy.Example:
+    def _turn(self, narrow: bool, language: Language, question: str, plan: PlannerOutput,
+              invocations: list[ToolInvocation], retry_context: str, attempt: dspy.Prediction) -> dspy.Example:
         signature = narrow_citation(self.predict.signature) if narrow else self.predict.signature
         written = {"claims": attempt.drafts, **{name: getattr(attempt.output, name) for name in LISTS}}
-        return dspy.Example(question=question, plan=plan, observations=render_observations(invocations),
-                            retry_context=retry_context, **{k: written[k] for k in signature.output_fields})
+        return dspy.Example(language=language, question=question, plan=plan,
+                            observations=render_observations(invocations), retry_context=retry_context,
+                            **{k: written[k] for k in signature.output_fields})
 
     def attempt(self, question: str, plan: PlannerOutput, invocations: list[ToolInvocation], narrow: bool,
                 retry_context: str, constrain: bool | None, turn: dspy.Example | None = None,
-                withheld: tuple[str, ...] = ()) -> dspy.Prediction:
+                withheld: tuple[str, ...] = (), *, language: Language) -> dspy.Prediction:
         """One call of the predictor on this session's menu, less the `withheld` labels; `turn`: the
         attempt before it, shown as the turn before this one."""
         menu = Menu(invocations, withheld)
@@ -96,9 +101,10 @@ class Cite(dspy.Module):
             constrain = narrows(dspy.settings.lm)
         config = narrowing(citation_patch(menu, narrow=narrow)) if constrain else {}
         try:
-            demos = [*self.predict.demos, turn] if turn is not None else self.predict.demos
-            pred = self.predict(signature=signature, config=config, demos=demos, question=question, plan=plan,
-                                retry_context=retry_context, observations=render_observations(invocations))
+            demos = for_language(self.predict.demos, language)
+            pred = self.predict(signature=signature, config=config, demos=[*demos, turn] if turn is not None else demos,
+                                language=language, question=question, plan=plan, retry_context=retry_context,
+                                observations=render_observations(invocations))
         except dspy.AdapterParseError as exc:
             parts, parse = salvage_executor_output(exc.lm_response, tuple(signature.output_fields))
             return self._result(parts, parse, menu, error=stage_error(self.usage_key, exc))
