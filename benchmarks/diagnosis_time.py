@@ -44,10 +44,13 @@ HARD = Path(__file__).resolve().parent / "hard_questions.json"
 # Questions about logs the real programs wrote (tests/support/real_logs.py), asked of a copy of them
 # kept in the run's folder (logs/), so that a replay reads the same lines.
 REAL = Path(__file__).resolve().parent / "real_log_questions.json"
+# English questions (the seed cases asked in English, and new ones, some about lines written in
+# Chinese), for the language of what the model writes (benchmarks/claim_language.py).
+ENGLISH = Path(__file__).resolve().parent / "english_questions.json"
 # Questions whose right answer code used to block, or left one attempt short of (the checks-as-assertions
 # issue): a state as an observation, a presumption the evidence contradicts, a line only the second look saw.
 RETRY = Path(__file__).resolve().parent / "retry_questions.json"
-SETS = ("seed", "unseen", "fresh", "hard", "retry", "reallogs")
+SETS = ("seed", "unseen", "fresh", "hard", "retry", "reallogs", "english")
 
 
 def questions(only: str) -> list[dict]:
@@ -58,8 +61,9 @@ def questions(only: str) -> list[dict]:
     unseen = [{**q, "set": q.get("set", "unseen")} for q in json.loads(UNSEEN.read_text(encoding="utf-8"))]
     hard = [{**q, "set": "hard"} for q in json.loads(HARD.read_text(encoding="utf-8"))]
     real = [{**q, "set": "reallogs"} for q in json.loads(REAL.read_text(encoding="utf-8"))]
+    english = [{**q, "set": "english"} for q in json.loads(ENGLISH.read_text(encoding="utf-8"))]
     retry = [{**q, "set": "retry"} for q in json.loads(RETRY.read_text(encoding="utf-8"))]
-    return {"seed": seed, "unseen": unseen, "hard": hard, "retry": retry, "reallogs": real,
+    return {"seed": seed, "unseen": unseen, "hard": hard, "retry": retry, "reallogs": real, "english": english,
             "seed+unseen": seed + unseen, "all": seed + unseen + hard + retry}[only]
 
 
@@ -191,7 +195,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lm-server", help="serve this embedded model with llama-cpp-python's server and use that")
     parser.add_argument("--schema", choices=("auto", "json_schema", "gbnf", "json_object", "none"),
                         help="DIAGNOSIS_LM_SCHEMA for --lm-server")
-    parser.add_argument("--only", choices=("all", "seed", "unseen", "hard", "retry", "reallogs", "seed+unseen"), default="all")
+    parser.add_argument("--only", choices=("all", "seed", "unseen", "hard", "retry", "reallogs", "english", "seed+unseen"), default="all")
     parser.add_argument("--out", default="results", help="folder for the run's directory")
     parser.add_argument("--replay", help="a run directory to re-score from its transcript, without the model")
     parser.add_argument("--ids", help="comma-separated question ids: only these of the set")
@@ -210,7 +214,7 @@ def bench(args) -> int:
         recorded = json.loads((source / "results.json").read_text(encoding="utf-8"))
         meta = {**recorded["meta"], "mode": f"replayed from {source}"}
         out, transcript = source, source / "transcript.jsonl"
-        asked = [q for q in questions("all") + questions("reallogs") if q["id"] in {r["id"] for r in recorded["rows"]}]
+        asked = [q for q in questions("all") + questions("reallogs") + questions("english") if q["id"] in {r["id"] for r in recorded["rows"]}]
         seconds = {r["id"]: r["seconds"] for r in recorded["rows"]}
     else:
         run = "bench-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

@@ -35,7 +35,8 @@ class Settings(BaseSettings):
     lm_max_tokens: str | None = _setting("the most tokens one LM reply may have", "whole number", "2000")
     db: str | None = _setting("the SQLAlchemy URL of the audit store (SQLite or PostgreSQL)", "URL",
                               "sqlite:///~/.grounded-diagnosis/audit.db")
-    language: str | None = _setting("the language of the sentences code writes", "zh, en or auto", "auto")
+    language: str | None = _setting("the answer's language: of the sentences code writes and of what the executor, "
+                                    "verifier and composer write", "zh, en or auto", "auto")
     prometheus_url: str | None = _setting("a Prometheus server for query_metrics", "URL")
     prometheus_service_label: str | None = _setting("the alert label that names the service", "label", "service")
     prometheus_timeout: str | None = _setting("seconds for each tool call to the Prometheus server", "seconds", "5")

@@ -30,6 +30,9 @@ from tools.text.jsonlines import json_lines
 
 CASES_DIR = Path(__file__).resolve().parent / "cases"
 HARD = Path(__file__).resolve().parent / "hard.jsonl"
+# Each training case in the other language (its question, its gold claim texts and missing_info, in
+# order), for demos in both languages: the same evidence, the same labels.
+TRANSLATIONS = Path(__file__).resolve().parent / "translations.jsonl"
 WORLD = Path(__file__).resolve().parent / "world"
 REQUIRED_KEYS = ("case_id", "family", "kind", "split", "phrasing", "question", "expected_verdict", "expected_polarity",
                  "runs_lm", "required_facts", "forbidden_terms", "expected_refs", "wrong_refs", "gold",
@@ -97,9 +100,32 @@ def devset_world():
                 os.environ[name] = value
 
 
+def load_translations(path: Path | str | None = None) -> dict[str, dict]:
+    """The translations by case id: {question, claims, missing_info} in the case's other language."""
+    path = Path(path or TRANSLATIONS)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise DevsetError(f"cannot read the translations {path}: {exc}") from None
+    found = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DevsetError(f"{path}:{number} is not JSON: {exc}") from None
+        if not isinstance(record, dict) or any(k not in record for k in ("case_id", "question", "claims",
+                                                                         "missing_info")):
+            raise DevsetError(f"{path}:{number} needs case_id, question, claims and missing_info")
+        found[record["case_id"]] = {k: record[k] for k in ("question", "claims", "missing_info")}
+    return found
+
+
 def load_devset(directory: Path | str | None = None, hard: Path | str | None = None) -> list[dict]:
-    """The seed cases and the harder cases, one table; each case's split is its own `split` field.
-    The harder cases' evidence is in `devset_world()`."""
+    """The seed cases and the harder cases, one table; each case's split is its own `split` field,
+    and its `translation` the case in its other language (None where none was written). The harder
+    cases' evidence is in `devset_world()`."""
     import datasets
 
     cases = load_cases(directory)
@@ -112,6 +138,11 @@ def load_devset(directory: Path | str | None = None, hard: Path | str | None = N
     if bad:
         raise DevsetError(f"unknown split(s) {', '.join(bad)}; splits are {', '.join(SPLITS)}")
     try:
-        return cases + datasets.Dataset.from_list(records).to_list()
+        everything = cases + datasets.Dataset.from_list(records).to_list()
     except Exception as exc:  # pyarrow raises several error types for inconsistent records
         raise DevsetError(f"devset cases in {path.name} do not share one schema: {exc}") from exc
+    translations = load_translations()
+    unknown = sorted(set(translations) - set(ids))
+    if unknown:
+        raise DevsetError(f"translations of cases the devset does not have: {', '.join(unknown)}")
+    return [{**case, "translation": translations.get(case["case_id"])} for case in everything]

@@ -69,10 +69,15 @@ def gold_tool_calls(case: dict) -> list[dict]:
     return [{k: v for k, v in call.items() if v is not None} for call in case["gold"]["tool_calls"]]
 
 
-def gold_executor_output(case: dict, observations: str, *, point: bool = False) -> dict:
-    """The case's gold claims on these observations; `point`: bindings are labels."""
+def gold_executor_output(case: dict, observations: str, *, point: bool = False, translated: bool = False) -> dict:
+    """The case's gold claims on these observations; `point`: bindings are labels; `translated`: the
+    claim texts and missing_info in the case's other language (its `translation`), the bindings the same."""
+    texts = case["translation"]["claims"] if translated else [c["claim_text"] for c in case["gold"]["claims"]]
+    missing_texts = case["translation"]["missing_info"] if translated else case["gold"]["missing_info"] or []
+    if len(texts) != len(case["gold"]["claims"]):
+        raise ValueError(f"{case['case_id']}: its translation has {len(texts)} claims, its gold {len(case['gold']['claims'])}")
     claims = []
-    for n, spec in enumerate(case["gold"]["claims"], start=1):
+    for n, (spec, text) in enumerate(zip(case["gold"]["claims"], texts, strict=True), start=1):
         bindings = []
         for b in spec["bindings"]:
             ref = find_ref(observations, b["needle"], b["tool_name"])
@@ -81,10 +86,9 @@ def gold_executor_output(case: dict, observations: str, *, point: bool = False) 
             else:
                 bindings.append({"tool_name": ref.tool_name, "source_invocation_id": ref.invocation_id,
                                  "raw_path": ref.raw_path, "evidence_excerpt": b.get("excerpt") or ref.text})
-        claims.append({"claim_id": f"claim-{n}", "claim_type": spec["claim_type"], "claim_text": spec["claim_text"],
+        claims.append({"claim_id": f"claim-{n}", "claim_type": spec["claim_type"], "claim_text": text,
                        "evidence_bindings": bindings})
-    missing = [{"info_id": f"missing-{n}", "description": text}
-               for n, text in enumerate(case["gold"]["missing_info"] or [], start=1)]
+    missing = [{"info_id": f"missing-{n}", "description": text} for n, text in enumerate(missing_texts, start=1)]
     return {"claims": claims, "hypotheses": [], "missing_info": missing, "recommended_actions": []}
 
 

@@ -18,6 +18,7 @@ from devset.gold import gold_executor_output, gold_tool_calls
 from devset.metric import citation_recall, contradicted, cut_short, narrow_problems, polarity, wrong_citations
 from program.store.audit import AuditStore
 from program.evidence.checks import CitationCheck, check_citations
+from program.evidence.language import question_language
 from program.evidence.relevance import Target, question_target
 from program.evidence.scope import Scope, mentions, read_scope
 from contracts import (
@@ -60,16 +61,19 @@ class Recorded:
     names: tuple[str, ...] = ()
     topics: list[tuple[str, ...]] = field(default_factory=list)
 
-    def example(self) -> dspy.Example:
-        """The citation module's inputs; the case id, the rendered observations and the gold output
-        in the pointing form are labels (for labeled demos and the metric)."""
-        gold = gold_executor_output(self.case, self.observations, point=True)
+    def example(self, *, translated: bool = False) -> dspy.Example:
+        """The citation module's inputs (the answer's language is the question's); the case id, the
+        rendered observations and the gold output in the pointing form are labels (for labeled demos
+        and the metric). `translated`: the case in its other language, its question and claim texts
+        translated and its labels unchanged."""
+        gold = gold_executor_output(self.case, self.observations, point=True, translated=translated)
         claims = [ClaimDraft.model_validate({k: v for k, v in c.items() if k != "claim_id"}) for c in gold["claims"]]
-        return dspy.Example(case_id=self.case["case_id"], question=self.case["question"], plan=self.plan,
-                            invocations=self.invocations, narrow=self.scope.narrow, observations=self.observations,
-                            retry_context="none", claims=claims, hypotheses=[], missing_info=gold["missing_info"],
-                            recommended_actions=[]).with_inputs("question", "plan", "invocations", "narrow",
-                                                                "retry_context")
+        question = self.case["translation"]["question"] if translated else self.case["question"]
+        return dspy.Example(case_id=self.case["case_id"], language=question_language(question), question=question,
+                            plan=self.plan, invocations=self.invocations, narrow=self.scope.narrow,
+                            observations=self.observations, retry_context="none", claims=claims, hypotheses=[],
+                            missing_info=gold["missing_info"], recommended_actions=[]
+                            ).with_inputs("language", "question", "plan", "invocations", "narrow", "retry_context")
 
 
 def record(cases: list[dict], catalog: Catalog, toolbox: Toolbox) -> dict[str, Recorded]:

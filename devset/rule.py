@@ -16,10 +16,11 @@ from contracts import NARROW_MAX_CLAIMS, ClaimDraft, ExecutorOutput, ParseStatus
 
 
 class LookupRule(dspy.Module):
-    """Called like program.stages.executor.Cite, and returns the same Prediction."""
+    """Called like program.stages.executor.Cite, and returns the same Prediction. Its claims copy the
+    refs they cite, which are no language of their own, so the answer's `language` changes nothing."""
 
     def forward(self, question: str, plan: PlannerOutput, invocations: list[ToolInvocation], narrow: bool,
-                retry_context: str = "none") -> dspy.Prediction:
+                retry_context: str = "none", language: str | None = None) -> dspy.Prediction:
         menu = Menu(invocations)
         services = [s.casefold() for s in plan.target_services]
         drafts = []

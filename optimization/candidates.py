@@ -59,18 +59,39 @@ def stratified(train: list[dspy.Example], evidence: dict[str, Recorded]) -> list
     return chosen
 
 
+def in_both_languages(demos: list[dspy.Example], evidence: dict[str, Recorded]) -> list[dspy.Example]:
+    """Each gold demo and, after it, the same case in its other language (its translation: the
+    question and claim texts translated, the labels the same), so that a compiled program shows
+    either language's questions the demos chosen, in their language. A bootstrapped demo is what the
+    model wrote for its question: it stays in that one language."""
+    both = []
+    for demo in demos:
+        both.append(demo)
+        recorded = evidence.get(demo.get("case_id"))
+        if not demo.get("augmented") and recorded is not None and recorded.case.get("translation"):
+            both.append(recorded.example(translated=True))
+    return both
+
+
+def with_translations(student: dspy.Module, evidence: dict[str, Recorded]) -> dspy.Module:
+    student.predict.demos = in_both_languages(student.predict.demos, evidence)
+    return student
+
+
 def compile_candidate(name: str, train: list[dspy.Example], evidence: dict[str, Recorded],
                       settings: Settings) -> tuple[dspy.Module | None, str]:
     base = Cite()
     metric = CitationMetric(evidence)
     if name == "labeled":
-        student = dspy.LabeledFewShot(k=settings.k).compile(base.deepcopy(), trainset=train)
-        return student, f"LabeledFewShot: {len(student.predict.demos)} gold demos from the training split"
+        student = with_translations(dspy.LabeledFewShot(k=settings.k).compile(base.deepcopy(), trainset=train), evidence)
+        return student, (f"LabeledFewShot: {settings.k} gold demos from the training split, each in both "
+                         f"languages ({len(student.predict.demos)} demos)")
     if name == "stratified":
         demos = stratified(train, evidence)
         student = dspy.LabeledFewShot(k=len(demos)).compile(base.deepcopy(), trainset=demos)
-        return student, (f"LabeledFewShot on {len(demos)} gold demos that show every stratum ({', '.join(STRATA)}): "
-                         + ", ".join(d.case_id for d in demos))
+        return with_translations(student, evidence), (
+            f"LabeledFewShot on {len(demos)} gold demos that show every stratum ({', '.join(STRATA)}), each in both "
+            "languages: " + ", ".join(d.case_id for d in demos))
     if name == "bootstrap":
         teacher = {"lm": settings.teacher} if settings.teacher is not None else None
         optimizer = dspy.BootstrapFewShot(metric=metric, metric_threshold=settings.threshold,
@@ -83,7 +104,8 @@ def compile_candidate(name: str, train: list[dspy.Example], evidence: dict[str, 
             return None, f"BootstrapFewShot: no training run of {who} reached the metric threshold {settings.threshold}"
         return student, f"BootstrapFewShot: {kept} demos from {who} training runs that scored >= {settings.threshold}"
     if name == "knn":
-        optimizer = dspy.KNNFewShot(k=settings.k, trainset=train, vectorizer=dspy.Embedder(settings.embedder, caching=False),
+        # Each training case in both languages: the demos shown are those in the answer's language.
+        optimizer = dspy.KNNFewShot(k=settings.k, trainset=in_both_languages(train, evidence), vectorizer=dspy.Embedder(settings.embedder, caching=False),
                                     max_bootstrapped_demos=0, max_labeled_demos=settings.k)
         return optimizer.compile(base.deepcopy()), (f"KNNFewShot: the {settings.k} training examples nearest to each "
                                                     f"question (llama.cpp embeddings of the question) as gold demos")
@@ -99,7 +121,7 @@ def compile_candidate(name: str, train: list[dspy.Example], evidence: dict[str, 
                                  max_labeled_demos=settings.k, num_threads=1, verbose=False, seed=0)
         student = optimizer.compile(base.deepcopy(), trainset=train, num_trials=settings.mipro_trials, minibatch=False,
                                     data_aware_proposer=False, program_aware_proposer=False)
-        return student, "MIPROv2: " + _instruction_note(base, student, settings.mipro_trials)
+        return with_translations(student, evidence), "MIPROv2: " + _instruction_note(base, student, settings.mipro_trials)
     raise ValueError(f"unknown optimizer {name!r}")
 
 

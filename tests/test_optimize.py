@@ -21,6 +21,7 @@ from tests.support.scripted import ScriptedEngine, field_value
 from tools.functions import TOOLBOX
 
 DEVSET = [c for c in load_devset() if c["runs_lm"]]
+DEMO_QUESTIONS = [q for c in DEVSET for q in (c["question"], (c["translation"] or {}).get("question")) if q]
 
 
 def case_for(user):
@@ -39,7 +40,8 @@ def learner(model="scripted/learner", *, learns=True, always=False, reflect="Cit
             return pass_all(user) if stage == "judgement" else {"answer": "-"}
         case = case_for(user)
         output = gold_executor_output(case, field_value(user, "observations"))
-        shown_gold = any(c["question"] in demo for demo in demos for c in DEVSET)
+        # A gold demo in either language: the prompt shows those in the answer's.
+        shown_gold = any(q in demo for demo in demos for q in DEMO_QUESTIONS)
         if not (always or (learns and shown_gold)):
             output["claims"][0]["evidence_bindings"][0]["source_invocation_id"] = 999
         return output
@@ -95,6 +97,15 @@ def test_optimize_saves_a_program_for_its_lm_and_diagnose_uses_it_only_there(run
 
     monkeypatch.setenv("DIAGNOSIS_COMPILED_DIR", str(tmp_path / "compiled"))
     assert newest_compiled() == Path(results["meta"]["saved"]) and newest_compiled().parent == tmp_path / "compiled"
+    # The saved program keeps each chosen gold demo in both languages, on the same labels.
+    demos = json.loads(newest_compiled().read_text())["executor.predict"]["demos"]
+    by_case = {}
+    for demo in demos:
+        by_case.setdefault(demo["case_id"], {})[demo["language"]] = demo
+    assert by_case and all(set(pair) == {"zh", "en"} for pair in by_case.values()), by_case.keys()
+    for pair in by_case.values():
+        assert [c["evidence_bindings"] for c in pair["zh"]["claims"]] == [c["evidence_bindings"] for c in pair["en"]["claims"]]
+        assert pair["zh"]["question"] != pair["en"]["question"]
     question = next(c["question"] for c in DEVSET if c["case_id"] == "hikaricp_negative")
     store = AuditStore("sqlite://")
     compiled = diagnose(question, lm=lm, db=store)

@@ -24,10 +24,10 @@ def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | Audit
     DIAGNOSIS_DB or the default SQLite file. program: a Diagnosis to run; otherwise the newest
     compiled program is loaded when it was compiled for this LM (see optimize.py) unless
     compiled=False, and the record notes which program ran or why the uncompiled one did.
-    language: zh, en or auto for the sentences code writes; None: DIAGNOSIS_LANGUAGE, else the
-    question's own language. session_id: the id to record the run under; None: a new one. An id
-    already recorded is refused (SessionIdRefused) unless this process claimed it from the store's
-    queue (AuditStore.claim_pending).
+    language: zh, en or auto, the answer's (the sentences code writes and what the LM stages
+    write); None: DIAGNOSIS_LANGUAGE, else the question's own language. session_id: the id to
+    record the run under; None: a new one. An id already recorded is refused (SessionIdRefused)
+    unless this process claimed it from the store's queue (AuditStore.claim_pending).
     """
     if not isinstance(question, str) or not question.strip():
         raise ValueError("question must be a non-empty string")

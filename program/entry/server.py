@@ -77,7 +77,7 @@ class ServeSettings:
     concurrency: int
     max_body: int
     token: str | None
-    # zh, en or auto for the sentences code writes; None: DIAGNOSIS_LANGUAGE.
+    # zh, en or auto, the answer's language (code's sentences and the LM stages'); None: DIAGNOSIS_LANGUAGE.
     language: str | None = None
     # The Host header values answered (see `accepted_hosts`); None: any (an app built in a test).
     hosts: HostNames | None = None

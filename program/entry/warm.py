@@ -2,7 +2,8 @@
 
 It assembles and checks the embedded model, runs the engine probe (which is then remembered), and
 saves the prefix state of every stage prompt the program sends (the planner's, the tool rounds',
-the executor's for narrow and for broad questions, the verifier's and the composer's), so that
+the executor's for narrow and for broad questions, the verifier's and the composer's, each stage
+that is shown demos in the answer's language once per language), so that
 even the first `ask` after an install starts from saved prefixes instead of reading about 3,000
 prompt tokens again. A prefix already saved is not read again, so a second run costs seconds. It
 warms the program `diagnose()` would run: the newest compiled program for this LM, or the shipped
@@ -13,26 +14,37 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import get_args
 
 import dspy
 
+from contracts import Language
 from program.lm.adapter import ConstrainedJSONAdapter
 from program.stages.compiled import load_program
 from program.lm.engine import EMBEDDED, LlamaEngine, preflight, resolve_lm
 from program.stages.pipeline import Diagnosis
 from program.lm.prefix_cache import PrefixUse
+from signatures.demos import for_language
 from signatures.diagnosis import narrow_citation
 
 
 def stage_calls(program: Diagnosis) -> list[tuple[str, type[dspy.Signature], list]]:
-    """(usage key, signature, demos) of every stage call the program can make."""
+    """(usage key, signature, demos) of every stage call the program can make. A stage that is shown
+    only the demos in the answer's language has a prompt per language, where its demos differ."""
     executor = program.executor.predict
-    return [("planner", program.planner.signature, program.planner.demos),
-            ("gather", program.gather.signature, program.gather.demos),
-            ("executor (narrow)", narrow_citation(executor.signature), executor.demos),
-            ("executor (broad)", executor.signature, executor.demos),
-            ("verifier", program.verifier.signature, program.verifier.demos),
-            ("composer", program.composer.signature, program.composer.demos)]
+    stages = [("planner", program.planner.signature, program.planner.demos),
+              ("gather", program.gather.signature, program.gather.demos),
+              ("executor (narrow)", narrow_citation(executor.signature), executor.demos),
+              ("executor (broad)", executor.signature, executor.demos),
+              ("verifier", program.verifier.signature, program.verifier.demos),
+              ("composer", program.composer.signature, program.composer.demos)]
+    calls = []
+    for key, signature, demos in stages:
+        if "language" not in signature.input_fields or all(d.get("language") is None for d in demos):
+            calls.append((key, signature, demos))
+            continue
+        calls += [(f"{key} [{language}]", signature, for_language(demos, language)) for language in get_args(Language)]
+    return calls
 
 
 def chat_turns(signature: type[dspy.Signature], demos: list) -> list[dict]:

@@ -33,7 +33,9 @@ from program.evidence.units import UNIT
 from program.evidence.numbers import misbound_numbers, ungrounded_numbers
 from program.evidence.statements import (
     CLAUSE_END,
+    CLEARED_STATES,
     NEGATION,
+    RAISED_STATES,
     negated,
     only_denied,
     outside_state_denials,
@@ -192,14 +194,19 @@ def code_sees_support(claim: Claim, contexts: list[str], names: tuple[str, ...] 
     return outside_state_denials(NEGATION, claim.claim_text, names) == outside_state_denials(NEGATION, excerpts, names)
 
 
-def ungrounded_names(claim: Claim, refs: list[CitedRef], names: tuple[str, ...]) -> list[str]:
+def ungrounded_names(claim: Claim, refs: list[CitedRef], names: tuple[str, ...], judged: tuple[str, ...] = ()
+                     ) -> list[str]:
     """Identifiers and catalog names (services, alerts, states) in the claim that none of its cited refs
     contains. A state the claim only denies ("未 firing" of a resolved alert) is not stated: what a
-    claim says of a state is checked against the cited alert's state (`state_conflicts`)."""
+    claim says of a state is checked against the cited alert's state (`state_conflicts`). `judged`:
+    names another check already refused in this claim (the states of a state conflict), so that a
+    claim that writes the state's name ("still firing") is refused for what one that writes it in
+    other words ("仍在触发") is refused for, and no more."""
     text = nfkc(" ".join(ref.text for ref in refs)).casefold()
     claim_text = nfkc(claim.claim_text)
     stated = [t for t in IDENTIFIER.findall(claim_text) if not MEASURE.fullmatch(t)]
-    stated += [n for n in names if mentions(claim_text, [n.casefold()]) and not only_denied(n, claim_text)]
+    stated += [n for n in names if mentions(claim_text, [n.casefold()]) and not only_denied(n, claim_text)
+               and n.casefold() not in judged]
     return [t for t in dict.fromkeys(stated) if t.casefold() not in text]
 
 
@@ -249,7 +256,7 @@ def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target
                   f"the claim gives {'; '.join(misbound)}: a number said of another quantity")
         if conflicts := state_conflicts(claim.claim_text, {ref.state for ref in refs if ref.state}, contexts, names):
             block(claim, "verdict.state_conflict", "; ".join(conflicts))
-        if missing := ungrounded_names(claim, refs, names):
+        if missing := ungrounded_names(claim, refs, names, (*RAISED_STATES, *CLEARED_STATES) if conflicts else ()):
             block(claim, "verdict.ungrounded_name",
                   f"{', '.join(missing)} in the claim occur in none of the refs it cites")
         if missing := unnamed_topics(claim.claim_text, [ref.text for ref in refs], topics):

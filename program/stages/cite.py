@@ -20,7 +20,7 @@ def cite_and_check(run: Run, cite: Cite, attempts: int) -> Checked:
     """The checked citations of the attempt used, each attempt in the record."""
     with run.stage(cite.usage_key):
         cited = cite(question=run.question, plan=run.plan, invocations=run.recorder.invocations,
-                     narrow=run.scope.narrow, constrain=run.constrain, attempts=attempts,
+                     narrow=run.scope.narrow, language=run.language, constrain=run.constrain, attempts=attempts,
                      review=lambda attempt, context: review(run, attempt, context))
     for number, (attempt, context, reviewed) in enumerate(cited.attempts, start=1):
         used = number - 1 == cited.chosen

@@ -10,6 +10,7 @@ from program.evidence.checks import Checked
 from program.lm.adapter import length_patch
 from program.stages.run import Run, ask
 from contracts import Claim, ComposerOutput
+from signatures.demos import for_language
 from signatures.diagnosis import ComposeAnswer
 from tools.recorder import call_text
 
@@ -44,7 +45,8 @@ class Compose(dspy.Predict):
                                         unread=run.unread_searches(), found=run.found_refs())
         if reason := composer_not_asked(verdict, verified, run.scope.narrow):
             return ComposerOutput(status="deterministic", user_facing_answer=fallback, reasons=[reason])
-        pred = ask(run, self.usage_key, self, question=run.question,
+        pred = ask(run, self.usage_key, self, demos=for_language(self.demos, run.language), language=run.language,
+                   question=run.question,
                    verified_facts=[fact_line(c, run.cited) for c in verified],
                    hypotheses=[h.hypothesis_text for h in output.hypotheses],
                    missing_info=[m.description for m in output.missing_info], config=run.config(length_patch({})))

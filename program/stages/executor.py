@@ -31,12 +31,13 @@ import dspy
 
 from program.evidence.checks import Review, retry_text
 from program.evidence.citations import Menu
+from program.evidence.language import question_language
 from program.evidence.parsing import salvage_executor_output
 from program.lm.adapter import citation_patch, narrowing
 from program.lm.engine import narrows
 from program.stages.stage_errors import stage_error
-from contracts import ExecutorOutput, Finding, ParseStatus, PlannerOutput, RetryContext, ToolInvocation
-from signatures.demos import executor_demos, retry_demos
+from contracts import ExecutorOutput, Finding, Language, ParseStatus, PlannerOutput, RetryContext, ToolInvocation
+from signatures.demos import executor_demos, for_language, retry_demos
 from signatures.diagnosis import CiteEvidence, narrow_citation, retry_citation
 from tools.recorder import render_observations
 
@@ -59,14 +60,16 @@ class Cite(dspy.Module):
         self.retry_demos = retry_demos()
 
     def forward(self, question: str, plan: PlannerOutput, invocations: list[ToolInvocation], narrow: bool,
-                retry_context: str = "none", constrain: bool | None = None,
+                retry_context: str = "none", language: Language | None = None, constrain: bool | None = None,
                 review: Callable[[dspy.Prediction, RetryContext | None], Review] | None = None,
                 attempts: int = 2) -> dspy.Prediction:
-        """constrain: narrow the response schema to this session's labels; None: for the LMs that take it
-        (narrows). review: the checks of one attempt, given the retry context it was asked with; with it,
+        """language: the answer's, which the claims are written in and the demos shown are in; None: the
+        question's own. constrain: narrow the response schema to this session's labels; None: for the
+        LMs that take it (narrows). review: the checks of one attempt, given the retry context it was asked with; with it,
         at most `attempts` attempts, and the prediction also carries `attempts` (each attempt's
         prediction with its retry context and review) and `chosen` (the index of the one used)."""
-        first = self.attempt(question, plan, invocations, narrow, retry_context, constrain)
+        language = language or question_language(question)
+        first = self.attempt(question, plan, invocations, narrow, retry_context, constrain, language=language)
         if review is None:
             return first
         tried = [(first, None, review(first, None))]
@@ -74,7 +77,7 @@ class Cite(dspy.Module):
             previous, _, reviewed = tried[-1]
             told = retry_text(context, previous.output.claims, reviewed.found)
             again = self.attempt(question, plan, reviewed.invocations, narrow, told, constrain, retry=True,
-                                 withheld=reviewed.withheld)
+                                 withheld=reviewed.withheld, language=language)
             # Under greedy decoding a small model may write the refused claims again unchanged: that is
             # no revision, and it never wins a tie against the attempt it repeats.
             again.repeated = _same_claims(again.drafts, previous.drafts)
@@ -85,9 +88,10 @@ class Cite(dspy.Module):
 
     def attempt(self, question: str, plan: PlannerOutput, invocations: list[ToolInvocation], narrow: bool,
                 retry_context: str, constrain: bool | None, retry: bool = False,
-                withheld: tuple[str, ...] = ()) -> dspy.Prediction:
-        """One call of the predictor on this session's menu, less the `withheld` labels. retry: the
-        attempt after a refusal, asked with the retry's instructions and its worked examples."""
+                withheld: tuple[str, ...] = (), *, language: Language) -> dspy.Prediction:
+        """One call of the predictor on this session's menu, less the `withheld` labels, shown the demos
+        in the answer's `language`. retry: the attempt after a refusal, asked with the retry's
+        instructions and its worked examples."""
         menu = Menu(invocations, withheld)
         if not menu.citations:
             # Nothing can be cited, so asking the LM would only invite invention.
@@ -101,9 +105,10 @@ class Cite(dspy.Module):
             constrain = narrows(dspy.settings.lm)
         config = narrowing(citation_patch(menu, narrow=narrow)) if constrain else {}
         try:
-            demos = [*self.predict.demos, *self.retry_demos] if retry else self.predict.demos
-            pred = self.predict(signature=signature, config=config, demos=demos, question=question, plan=plan,
-                                retry_context=retry_context, observations=render_observations(invocations))
+            demos = for_language([*self.predict.demos, *self.retry_demos] if retry else self.predict.demos, language)
+            pred = self.predict(signature=signature, config=config, demos=demos, language=language,
+                                question=question, plan=plan, retry_context=retry_context,
+                                observations=render_observations(invocations))
         except dspy.AdapterParseError as exc:
             parts, parse = salvage_executor_output(exc.lm_response, tuple(signature.output_fields))
             return self._result(parts, parse, menu, error=stage_error(self.usage_key, exc))

@@ -12,7 +12,7 @@ from program.evidence.verdict import enforce
 from program.lm.adapter import judgement_patch
 from program.stages.run import Run, ask
 from contracts import Claim, ClaimJudgement, Finding
-from signatures.demos import judge_demos
+from signatures.demos import for_language, judge_demos
 from signatures.diagnosis import JudgeClaim
 from tools.recorder import call_text
 
@@ -43,7 +43,8 @@ class Judge(dspy.Predict):
                        names=run.catalog.names)
 
     def judge(self, run: Run, claim: Claim) -> ClaimJudgement | None:
-        pred = ask(run, self.usage_key, self, question=run.question, claim=f"{claim.claim_type}: {claim.claim_text}",
+        pred = ask(run, self.usage_key, self, demos=for_language(self.demos, run.language), language=run.language,
+                   question=run.question, claim=f"{claim.claim_type}: {claim.claim_text}",
                    excerpts=contexts(claim, run.cited), config=run.config(judgement_patch))
         return None if pred is None else ClaimJudgement.judged(claim.claim_id, pred.judgement, pred.reason)
 

@@ -71,8 +71,9 @@ class Diagnosis(dspy.Module):
 
     def forward(self, question: str, session_id: str | None = None, language: str | None = None,
                 notes: list[Finding] | None = None) -> dspy.Prediction:
-        """language: zh or en for the sentences code writes; None: the question's own. notes: what the
-        caller decided before the run (which compiled program runs, or why none), for the record."""
+        """language: zh or en, the answer's (the sentences code writes and what the LM stages write);
+        None: the question's own. notes: what the caller decided before the run (which compiled
+        program runs, or why none), for the record."""
         lm = dspy.settings.lm
         run = Run(question=question, session_id=session_id or f"diag-{uuid.uuid4().hex[:12]}",
                   lm_model=getattr(lm, "model", "") or "", store=self.store, toolbox=self.toolbox,

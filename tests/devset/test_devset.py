@@ -191,3 +191,34 @@ def test_the_devset_world_sets_aside_settings_that_point_a_tool_elsewhere(tmp_pa
         recorded = record([case], active_catalog(), TOOLBOX)[case["case_id"]]
     assert "GET /api/v1/checkout/confirm took 3600ms" in recorded.observations
     assert os.environ["DIAGNOSIS_LOGS_DIR"] == str(tmp_path) and "DIAGNOSIS_WORLD" not in os.environ
+
+
+def test_every_training_case_has_a_translation_that_asks_the_same_and_gets_the_same_verdict(devset):
+    """The demos' other language: the same question in the other language (its scope, target and
+    exclusions read the same), and the gold in it, on the same bindings, scores as the original."""
+    from devset import devset_world
+    from devset.gold import gold_executor_output
+    from devset.recorded import record, score_output
+    from program.evidence.language import question_language
+    from program.evidence.relevance import question_target
+    from program.evidence.scope import read_scope
+    from tools.catalog import active_catalog
+
+    train = [c for c in devset if c["split"] == "train" and c["runs_lm"]]
+    assert all(c["translation"] for c in train)
+    with devset_world():
+        catalog = active_catalog()
+        recorded = record(train, catalog, TOOLBOX)
+        for case in train:
+            question, translated = case["question"], case["translation"]["question"]
+            assert question_language(question) != question_language(translated), case["case_id"]
+            original, other = read_scope(question, catalog), read_scope(translated, catalog)
+            assert (other.narrow, question_target(translated, catalog).services) == \
+                (original.narrow, question_target(question, catalog).services), case["case_id"]
+            assert bool(other.excluded_terms) == bool(original.excluded_terms), case["case_id"]
+    for case_id, one in recorded.items():
+        first = score_output(one, ExecutorOutput.model_validate(gold_executor_output(one.case, one.observations)))
+        translated = gold_executor_output(one.case, one.observations, translated=True)
+        second = score_output(one, ExecutorOutput.model_validate(translated))
+        assert (case_id, second.verdict, second.score, second.blocked_rules) == \
+            (case_id, first.verdict, first.score, first.blocked_rules), second.feedback

@@ -112,8 +112,9 @@ NO_HIT = "未找到匹配的日志 (no log lines matched query='connection pool 
     ({"claim_text": "order-service HighMemoryUsage is no longer firing"}, refs(state="firing"), "verdict.state_conflict"),
     ({"claim_text": "order-service HighMemoryUsage 告警正在触发"},
      refs(ALERT.replace("firing", "resolved"), state="resolved"), "verdict.state_conflict"),
+    # A state named against the alert's own is the state check's, as in words of either language.
     ({"claim_text": "order-service HighMemoryUsage 仍在 firing"},
-     refs(ALERT.replace("firing", "resolved"), state="resolved"), "verdict.ungrounded_name"),
+     refs(ALERT.replace("firing", "resolved"), state="resolved"), "verdict.state_conflict"),
     ({"claim_text": "order-service HighMemoryUsage: the replica is healthy"},
      refs(ALERT + ", healthy=false"), "verdict.state_conflict"),
     # A measure or a comparison the evidence does not give, or a number that cannot be read.

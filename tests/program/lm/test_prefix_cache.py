@@ -195,7 +195,9 @@ def test_a_warmed_machine_reads_no_stage_prefix_in_its_first_diagnosis(tmp_path,
 
     monkeypatch.setenv("DIAGNOSIS_PREFIX_CACHE", str(tmp_path))
     uses = dict(warm("embedded-small"))
-    assert set(uses) == {"planner", "gather", "executor (narrow)", "executor (broad)", "verifier", "composer"}
+    # The executor and the verifier are shown the demos in the answer's language: a prompt per language.
+    assert set(uses) == {"planner", "gather", "composer", *(f"{stage} [{language}]" for language in ("zh", "en")
+                         for stage in ("executor (narrow)", "executor (broad)", "verifier"))}
     assert all(use.source == "read" and use.prefix_tokens >= prefix_cache.MIN_TOKENS for use in uses.values())
     assert len(list(tmp_path.glob("*.state"))) == len(uses)
 

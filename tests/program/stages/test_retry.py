@@ -5,15 +5,16 @@ assertions)."""
 
 import re
 
+import pytest
+
 from devset.gold import refs_in
 from program.entry.api import diagnose
 from program.entry.page import render_session
 from program.evidence.checks import REVISABLE
-from program.evidence.citations import Menu
 from program.evidence.relevance import Target, off_topic
 from program.evidence.statements import state_conflicts
 from contracts import ClaimDraft
-from signatures.demos import STATE_CONFLICT, STILL_FIRING, UNNAMED, retry_demos
+from signatures.demos import STATE_CONFLICT, STILL_FIRING, UNNAMED, for_language, retry_demos
 from signatures.diagnosis import RETRY_INSTRUCTIONS
 from tests.support.good_lm import good_lm
 from tests.support.scripted import field_value, scripted_lm
@@ -285,8 +286,12 @@ def test_the_retry_is_asked_anew_and_never_shown_the_refused_attempt_as_an_answe
     executor_systems = [system for (stage, _), system in zip(lm.engine.calls, lm.engine.systems) if stage == "claims"]
     assert " ".join(RETRY_INSTRUCTIONS.split()) in " ".join(executor_systems[1].split())
     assert "Never write a refused claim again" not in executor_systems[0]
-    # The shipped demos, then the two worked revisions; no demo holds the refused claim.
-    assert second_demos[:len(first_demos)] == first_demos and len(second_demos) == len(first_demos) + 2 * len(retry_demos())
+    # The shipped demos, then the worked revisions, each in the question's language (two turns each);
+    # no demo holds the refused claim.
+    revisions = for_language(retry_demos(), "zh")
+    assert len(revisions) == 3 and {d.language for d in retry_demos()} == {"zh", "en"}
+    assert second_demos[:len(first_demos)] == first_demos and len(second_demos) == len(first_demos) + 2 * len(revisions)
+    assert all("[[ ## language ## ]]\nzh" in d for d in second_demos if "[[ ## language ## ]]" in d)
     assert not [d for d in second_demos if "告警已恢复" in d]
     told = field_value(second_user, "retry_context")
     label = point(field_value(second_user, "observations"), "HighCPUUsage")
@@ -342,19 +347,24 @@ def test_a_negative_refused_for_its_wording_still_gets_the_second_look(cases, st
     assert record.usage["executor"].lm_calls == 2
 
 
-def test_the_worked_revisions_quote_the_checks_as_they_word_their_findings():
+# The refused claim as the retry context quotes it (repr: in double quotes when it holds a quote).
+REFUSED = r"""Refused claim-1: observation citing \S+ \S+: (['"])(.*)\1"""
+
+
+@pytest.mark.parametrize("language", ["en", "zh"])
+def test_the_worked_revisions_quote_the_checks_as_they_word_their_findings(language):
     """Each demo's findings are what the checks say of its refused claim, and its revision is one they
-    let through; the states go both ways, so no state word is the lesson."""
-    resolved, firing, looked = retry_demos()
+    let through; the states go both ways, so no state word is the lesson; each language has all three."""
+    resolved, firing, looked = for_language(retry_demos(), language)
     target = Target(services=("checkout-service",), topics=())
     for demo, state, expected in ((resolved, "resolved", [STILL_FIRING]), (firing, "firing", [STATE_CONFLICT])):
         ref = demo.invocations[0].retrieval_details.evidence_refs[0]
         assert ref.text.startswith(f"DiskPressure {state}")
-        refused = re.search(r"Refused claim-1: observation citing \S+ \S+: '(.*)'", demo.retry_context).group(1)
+        refused = re.search(REFUSED, demo.retry_context).group(2)
         assert state_conflicts(refused, {state}, [ref.text]) == expected
         assert all(f"verdict.state_conflict: {m}" in demo.retry_context for m in expected)
         assert state_conflicts(demo.claims[0].claim_text, {state}, [ref.text]) == []
         assert off_topic(demo.claims[0].claim_text, [ref.text], target) is None
-    assert f"verdict.off_topic: {off_topic('DiskPressure 告警仍在触发，磁盘使用率 61%。', [], target)}" == \
-        f"verdict.off_topic: {UNNAMED}" and UNNAMED in resolved.retry_context
+    refused = re.search(REFUSED, resolved.retry_context).group(2)
+    assert off_topic(refused, [], target) == UNNAMED and UNNAMED in resolved.retry_context
     assert looked.claims[0].evidence_bindings == ["#6 $.logs[0]"] and "found #6 $.logs[0]" in looked.retry_context
