@@ -6,8 +6,9 @@ cannot solve them: distractors in the target's own evidence (an earlier resolved
 firing one, another service's alert in the same answer, an excluded topic in a matching log line,
 slow requests on another endpoint), a search that matches by synonym but shows a healthy pool,
 hit and no-hit in one session, negative observations, and broad questions. They run against
-`devset/world/`: the fixture world with eight noisier services added, so the six seed cases keep
-their evidence and their meaning. Each case records, as data, what it expects and why: the verdict,
+`devset/world/`: an overlay of the fixture world (its `world.json` extends `tools/world/`) that holds
+only eight noisier services, their alerts and their log lines, so the six seed cases keep their
+evidence and their meaning. Each case records, as data, what it expects and why: the verdict,
 the polarity of each answer (present or absent), the facts its claim text must state, the refs a
 good answer cites (`expected_refs`, each a list of needles, any one of which is right) and the refs it must
 not cite (`wrong_refs`), the forbidden terms, and a gold run.

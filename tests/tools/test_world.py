@@ -63,3 +63,70 @@ def test_broken_fixture_files_give_clear_errors(tmp_path, filename, content, exp
 def test_missing_world_directory(tmp_path):
     with pytest.raises(WorldError, match="not found"):
         load_world(tmp_path / "nowhere")
+
+
+def _overlay(tmp_path, extends="../base", **files):
+    base = tmp_path / "base"
+    if not base.exists():
+        shutil.copytree(DEFAULT_WORLD_DIR, base)
+    overlay = tmp_path / "overlay"
+    overlay.mkdir(exist_ok=True)
+    (overlay / "world.json").write_text(json.dumps({"extends": extends}), encoding="utf-8")
+    for name, text in files.items():
+        (overlay / name.replace("__", ".")).write_text(text, encoding="utf-8")
+    return overlay
+
+
+def test_an_overlay_adds_to_the_world_it_extends_and_its_logs_fall_in_by_time(tmp_path):
+    base = load_world()
+    last = base.logs[-1]["timestamp"]
+    lines = [{"timestamp": last, "level": "WARN", "service": "extra-service", "message": "same time as the last"},
+             {"timestamp": "2000-01-01T00:00:00+08:00", "level": "INFO", "service": "extra-service",
+              "message": "before everything"}]
+    overlay = _overlay(tmp_path, services__json=json.dumps([{"name": "extra-service"}]),
+                       alerts__json=json.dumps([{**base.alerts[0], "service": "extra-service"}]),
+                       logs__jsonl="".join(json.dumps(line) + "\n" for line in lines))
+    world = load_world(overlay)
+    assert world.services == (*base.services, {"name": "extra-service"})
+    assert world.alerts[:len(base.alerts)] == base.alerts and world.alerts[-1]["service"] == "extra-service"
+    messages = [log["message"] for log in world.logs]
+    assert messages[0] == "before everything" and messages[-1] == "same time as the last"
+    assert [m for m in messages if m not in ("before everything", "same time as the last")] == \
+        [log["message"] for log in base.logs]
+    assert world.runbooks == base.runbooks and world.runbooks_dir == (tmp_path / "base" / "runbooks").resolve()
+    assert world.synonyms == base.synonyms
+
+
+def test_an_overlays_own_synonyms_and_runbooks_replace_the_bases(tmp_path):
+    overlay = _overlay(tmp_path, synonyms__json=json.dumps({"disk": ["disk", "volume"]}))
+    (overlay / "runbooks").mkdir()
+    (overlay / "runbooks" / "disk.md").write_text("# Disk full\n\n## Check\nFree the volume.\n", encoding="utf-8")
+    world = load_world(overlay)
+    assert world.synonyms == {"disk": ("disk", "volume")}
+    assert [rb.source for rb in world.runbooks] == ["disk.md"] and world.runbooks_dir == overlay / "runbooks"
+
+
+@pytest.mark.parametrize(("declared", "message"), [
+    ("[]", "expected an object"),
+    (json.dumps({"extends": 3}), "expected an object"),
+    (json.dumps({"extends": "../nowhere"}), "not found"),
+    (json.dumps({"extends": "."}), "round a loop"),
+])
+def test_an_overlay_that_names_no_usable_world_is_one_clear_error(tmp_path, declared, message):
+    overlay = _overlay(tmp_path)
+    (overlay / "world.json").write_text(declared, encoding="utf-8")
+    with pytest.raises(WorldError, match=message):
+        load_world(overlay)
+
+
+def test_the_devset_world_is_the_fixture_world_and_only_its_own_additions():
+    from devset import WORLD
+
+    base, devset = load_world(), load_world(WORLD)
+    assert not (WORLD / "runbooks").exists() and not (WORLD / "synonyms.json").exists()
+    assert devset.runbooks == base.runbooks and devset.synonyms == base.synonyms
+    assert devset.services[:len(base.services)] == base.services and devset.alerts[:len(base.alerts)] == base.alerts
+    ids = [(log["timestamp"], log["message"]) for log in devset.logs]
+    assert [i for i in ids if i in {(b["timestamp"], b["message"]) for b in base.logs}] == \
+        [(b["timestamp"], b["message"]) for b in base.logs]
+    assert len(devset.service_names - base.service_names) == 8

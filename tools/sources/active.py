@@ -20,7 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tools.sources.errors import SourceError
-from tools.sources.fixture import DEFAULT_WORLD_DIR, WorldError, fixture_sources, get_world, load_synonyms
+from tools.sources.fixture import (
+    DEFAULT_WORLD_DIR,
+    WorldError,
+    fixture_sources,
+    get_world,
+    load_synonyms,
+    synonyms_file,
+)
 from tools.sources.interfaces import LogSource, MetricsSource, RunbookSource, Settings
 from tools.sources.logs.directory import LogDirectory
 from tools.sources.prometheus import Prometheus
@@ -80,7 +87,7 @@ def _build(env: dict[str, str | None]) -> Sources:
     world_dir = Path(env["DIAGNOSIS_WORLD"] or DEFAULT_WORLD_DIR)
     try:
         world = get_world() if len(chosen) < len(KINDS) else None
-        synonyms = load_synonyms(Path(env["DIAGNOSIS_SYNONYMS"] or world_dir / "synonyms.json"))
+        synonyms = load_synonyms(Path(env["DIAGNOSIS_SYNONYMS"] or synonyms_file(world_dir)))
     except WorldError as exc:
         raise SourceError(str(exc)) from None
     settings = Settings(values=env, synonyms=synonyms)

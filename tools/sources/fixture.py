@@ -3,7 +3,11 @@ and served as a source of every kind: its alerts answer query_metrics, its log r
 its runbooks directory lookup_knowledge. It answers every tool no setting points elsewhere.
 
 The files under ``tools/world/`` are the single source of truth; a reviewer reads them directly.
-Set ``DIAGNOSIS_WORLD`` to point the tools at another directory with the same layout.
+Set ``DIAGNOSIS_WORLD`` to point the tools at another directory with the same layout, or at an
+overlay: a directory whose ``world.json`` names the world it ``extends`` (a path relative to it)
+and holds only what it adds. Its services and alerts follow the base's, its log records are merged
+with the base's by time (the base's first at the same time), and its runbooks directory and
+synonyms, when it has them, replace the base's.
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ class WorldError(RuntimeError):
 @dataclass(frozen=True)
 class World:
     root: Path
+    runbooks_dir: Path
     services: tuple[dict[str, Any], ...]
     alerts: tuple[dict[str, Any], ...]
     logs: tuple[dict[str, Any], ...]
@@ -65,7 +70,7 @@ def _require(record: Any, fields: tuple[str, ...], where: str) -> None:
         raise WorldError(f"{where}: missing field(s) {', '.join(missing)}")
 
 
-def _load_logs(path: Path) -> list[dict[str, Any]]:
+def _load_logs(path: Path, label: str | None = None) -> list[dict[str, Any]]:
     """The world's log records, read as JSON lines (tools/sources/logs/formats.py), as a log
     directory's JSON lines are; every record must name its time, level, service and message."""
     logs = []
@@ -77,7 +82,7 @@ def _load_logs(path: Path) -> list[dict[str, Any]]:
         if record["level"] not in LOG_LEVELS or entry.level != record["level"]:
             raise WorldError(f"{where}: level {record['level']!r} is not one of {LOG_LEVELS}")
         logs.append({"timestamp": entry.timestamp, "level": entry.level, "service": entry.service,
-                     "message": entry.message, "source": f"{path.name}:{where.rsplit(':', 1)[1]}", "format": entry.format})
+                     "message": entry.message, "source": f"{label or path.name}:{where.rsplit(':', 1)[1]}", "format": entry.format})
     return logs
 
 
@@ -91,36 +96,74 @@ def load_synonyms(path: Path) -> dict[str, tuple[str, ...]]:
     return {group: tuple(term.casefold() for term in terms) for group, terms in raw.items() if not group.startswith("_")}
 
 
-def load_world(directory: Path | str | None = None) -> World:
+def _list(path: Path, fields: tuple[str, ...], what: str) -> list[dict[str, Any]]:
+    items = _read_json(path)
+    if not isinstance(items, list):
+        raise WorldError(f"{path}: expected a list of {what}")
+    for i, item in enumerate(items):
+        _require(item, fields, f"{path.name}[{i}]")
+    return items
+
+
+def _runbooks(directory: Path) -> tuple[Runbook, ...]:
+    paths = sorted(directory.glob("*.md"))
+    if not paths:
+        raise WorldError(f"no runbooks found under {directory}")
+    try:
+        return tuple(load_runbook(p) for p in paths)
+    except SourceError as exc:
+        raise WorldError(str(exc)) from None
+
+
+def synonyms_file(root: Path) -> Path:
+    """The synonyms file a world directory reads: its own, else that of the world it extends."""
+    seen = set()
+    while not (root / "synonyms.json").exists() and (root / "world.json").exists() and root not in seen:
+        seen.add(root)
+        declared = _read_json(root / "world.json")
+        if not isinstance(declared, dict) or not isinstance(declared.get("extends"), str):
+            break
+        root = (root / declared["extends"]).resolve()
+    return root / "synonyms.json"
+
+
+def _base(root: Path, seen: tuple[Path, ...]) -> World | None:
+    """The world `root` extends, per its world.json; None for a whole world."""
+    if not (root / "world.json").exists():
+        return None
+    declared = _read_json(root / "world.json")
+    if not isinstance(declared, dict) or not isinstance(declared.get("extends"), str):
+        raise WorldError(f"{root / 'world.json'}: expected an object whose \"extends\" is the path of the world it adds to")
+    base = (root / declared["extends"]).resolve()
+    if base in seen:
+        raise WorldError(f"{root / 'world.json'}: {base} extends itself round a loop")
+    return load_world(base, (*seen, base))
+
+
+def load_world(directory: Path | str | None = None, seen: tuple[Path, ...] = ()) -> World:
     root = Path(directory or current().world or DEFAULT_WORLD_DIR)
     if not root.is_dir():
         raise WorldError(f"fixture world directory not found: {root}")
-    services = _read_json(root / "services.json")
-    if not isinstance(services, list):
-        raise WorldError(f"{root / 'services.json'}: expected a list of services")
-    for i, s in enumerate(services):
-        _require(s, ("name",), f"services.json[{i}]")
-    alerts = _read_json(root / "alerts.json")
-    if not isinstance(alerts, list):
-        raise WorldError(f"{root / 'alerts.json'}: expected a list of alerts")
-    for i, a in enumerate(alerts):
-        _require(a, ALERT_FIELDS, f"alerts.json[{i}]")
-    synonyms = load_synonyms(root / "synonyms.json")
-    runbook_paths = sorted((root / "runbooks").glob("*.md"))
-    if not runbook_paths:
-        raise WorldError(f"no runbooks found under {root / 'runbooks'}")
-    try:
-        runbooks = tuple(load_runbook(p) for p in runbook_paths)
-    except SourceError as exc:
-        raise WorldError(str(exc)) from None
-    return World(
-        root=root,
-        services=tuple(services),
-        alerts=tuple(alerts),
-        logs=tuple(_load_logs(root / "logs.jsonl")),
-        runbooks=runbooks,
-        synonyms=synonyms,
-    )
+    base = _base(root, seen or (root.resolve(),))
+    if base is None:
+        return World(root=root, runbooks_dir=root / "runbooks",
+                     services=tuple(_list(root / "services.json", ("name",), "services")),
+                     alerts=tuple(_list(root / "alerts.json", ALERT_FIELDS, "alerts")),
+                     logs=tuple(_load_logs(root / "logs.jsonl")), runbooks=_runbooks(root / "runbooks"),
+                     synonyms=load_synonyms(root / "synonyms.json"))
+
+    def own(name: str, fields: tuple[str, ...], what: str) -> tuple[dict[str, Any], ...]:
+        return tuple(_list(root / name, fields, what)) if (root / name).exists() else ()
+
+    logs = _load_logs(root / "logs.jsonl", f"{root.name}/logs.jsonl") if (root / "logs.jsonl").exists() else []
+    runbooks_dir = root / "runbooks" if (root / "runbooks").is_dir() else base.runbooks_dir
+    return World(root=root, runbooks_dir=runbooks_dir,
+                 services=base.services + own("services.json", ("name",), "services"),
+                 alerts=base.alerts + own("alerts.json", ALERT_FIELDS, "alerts"),
+                 # A stable sort: records of one time keep their order, the base's first.
+                 logs=tuple(sorted([*base.logs, *logs], key=lambda r: r["timestamp"])),
+                 runbooks=_runbooks(runbooks_dir) if runbooks_dir != base.runbooks_dir else base.runbooks,
+                 synonyms=load_synonyms(root / "synonyms.json") if (root / "synonyms.json").exists() else base.synonyms)
 
 
 _lock = threading.Lock()
@@ -172,4 +215,4 @@ class FixtureLogs(RecordLogSource):
 def fixture_sources(world: World, synonyms: dict[str, tuple[str, ...]]) -> dict[str, Any]:
     """The world's source of each kind, keyed as tools/sources/active.py names the kinds."""
     return {"metrics": FixtureMetrics(world), "logs": FixtureLogs(world, synonyms),
-            "runbooks": RunbookDirectory(world.root / "runbooks")}
+            "runbooks": RunbookDirectory(world.runbooks_dir)}
