@@ -7,11 +7,15 @@ Two kinds are hidden, each by what it is rather than by where it sits:
 - the secrets this process was given: the query values and fragment of every URL the user set (the
   `DIAGNOSIS_*` settings that hold a URL, and a URL a command was passed: `keep_secrets_of`), every
   setting that holds a token, and the value of every environment variable named as a credential
-  (`*_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`: the names providers' SDKs read). Wherever one of
+  (`*_KEY`, `*_TOKEN`, `*_SECRET`, `*_PASSWORD`, `PGPASSWORD`: the names providers' SDKs and
+  libpq read). Wherever one of
   those values appears, in whatever form a URL may carry it (as given, percent-encoded), it is
   hidden, so `?token=…`, `&X-Amz-Signature=…` or a key echoed in an error line is never shown.
-A value shorter than MIN_SECRET characters is not taken as a secret (`?limit=5`): hiding it would
-hide every occurrence of it in every text.
+A value is taken as a secret only when it looks like one (`looks_secret`): at least MIN_SECRET
+characters, with a digit, a symbol other than a word separator, or a capital inside a word. Hiding
+a value hides every occurrence of it in every text, tool output included, so a plain word a URL or
+a variable happens to hold (`?application_name=grounded-diagnosis`, `sslmode=verify-full`, a
+default `POSTGRES_PASSWORD=postgres`) would corrupt the evidence the gatekeeper checks against.
 
 Every text the audit store writes, the API serves and the command line or the server's log prints
 passes through `hide_credentials`.
@@ -32,8 +36,16 @@ MIN_SECRET = 8
 # scheme://user:password@ — the password runs to the last "@" before the host part ends, since a
 # password may hold an unescaped "@" (`am:p@ss@host`), but never past "/", "?", "#" or a space.
 USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/?#@:]*):(?P<password>[^\s/?#]*)@")
-CREDENTIAL_NAME = re.compile(r"(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PASSWORD|PASSWD)$", re.IGNORECASE)
+CREDENTIAL_NAME = re.compile(r"(?:^|_|PG)(?:PASSWORD|PASSWD)$|(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PWD)$",
+                             re.IGNORECASE)
+# What makes a value look generated rather than written: a digit, a symbol that is no word separator,
+# or a capital after a small letter.
+GENERATED = re.compile(r"[0-9]|[^\w\s.\-]|[a-z][A-Z]")
 _GIVEN: set[str] = set()
+
+
+def looks_secret(value: str) -> bool:
+    return len(value) >= MIN_SECRET and GENERATED.search(value) is not None
 
 
 def url_secrets(url: str) -> set[str]:
@@ -44,7 +56,7 @@ def url_secrets(url: str) -> set[str]:
     except ValueError:
         return set()
     found = {password or "", parts.fragment} | {v for _, v in parse_qsl(parts.query, keep_blank_values=True)}
-    return {v for v in found if len(v) >= MIN_SECRET}
+    return {v for v in found if looks_secret(v)}
 
 
 def keep_secrets_of(url: str) -> None:
@@ -61,9 +73,9 @@ def _secrets_of(environment: tuple[tuple[str, str], ...], given: frozenset[str])
         holds = (field.json_schema_extra or {}).get("holds")
         if setting and holds == "URL":
             found |= url_secrets(setting)
-        elif setting and holds == "token" and len(setting.strip()) >= MIN_SECRET:
+        elif setting and holds == "token" and looks_secret(setting.strip()):
             found.add(setting.strip())
-    found |= {v for k, v in environment if CREDENTIAL_NAME.search(k) and len(v) >= MIN_SECRET}
+    found |= {v for k, v in environment if CREDENTIAL_NAME.search(k) and looks_secret(v)}
     forms = found | {quote(v, safe="") for v in found} | {quote_plus(v, safe="") for v in found}
     # The longest first, so that a secret holding another is hidden whole.
     return tuple(sorted(forms, key=len, reverse=True))

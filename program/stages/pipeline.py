@@ -1,6 +1,6 @@
 """The diagnosis program: plan (with the first tool calls) -> gather -> cite, then the hook and the
 gatekeeper -> judge -> compose -> audit record. Each stage is a module of its own (plan.py,
-gather.py, cite.py with citation.py, judge.py, compose.py); the run's state, its record and its
+gather.py, cite.py with executor.py, judge.py, compose.py); the run's state, its record and its
 endings are run.py's.
 
 Every LM stage call goes through one wrapper (`program.stages.run.ask`): an LM error, a timeout or

@@ -50,3 +50,17 @@ def test_a_value_that_changed_is_named_in_the_changes(monkeypatch):
     shown = hidden({"output": [f"token {TOKEN}", "plain"]}, "", changes)
     assert shown == {"output": [f"token {HIDDEN}", "plain"]}
     assert changes == ["output[0] (a credential hidden)"]
+
+
+def test_a_plain_word_a_setting_or_variable_holds_is_never_hidden_in_the_evidence(monkeypatch):
+    monkeypatch.setenv("DIAGNOSIS_DB", "postgresql://gd@db/audit?sslmode=verify-full&target_session_attrs=read-write"
+                                       "&application_name=grounded-diagnosis")
+    monkeypatch.setenv("POSTGRES_PASSWORD", "postgres")
+    line = "postgres[811] FATAL: connection to grounded-diagnosis is read-write; sslmode=verify-full"
+    assert hide_credentials(line) == line
+
+
+def test_libpqs_password_variable_is_a_credential(monkeypatch):
+    monkeypatch.setenv("PGPASSWORD", "s3cretpassw0rd")
+    monkeypatch.setenv("MYSQL_PWD", "an0ther-Secret")
+    assert hide_credentials("auth s3cretpassw0rd / an0ther-Secret") == f"auth {HIDDEN} / {HIDDEN}"

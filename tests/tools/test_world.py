@@ -1,5 +1,6 @@
 import json
 import shutil
+from datetime import datetime, timezone
 
 import pytest
 
@@ -130,3 +131,14 @@ def test_the_devset_world_is_the_fixture_world_and_only_its_own_additions():
     assert [i for i in ids if i in {(b["timestamp"], b["message"]) for b in base.logs}] == \
         [(b["timestamp"], b["message"]) for b in base.logs]
     assert len(devset.service_names - base.service_names) == 8
+
+
+def test_an_overlays_line_in_another_offset_falls_in_at_its_instant(tmp_path):
+    base = load_world()
+    first = base.logs[0]["timestamp"]
+    assert first.endswith("+08:00")
+    same = datetime.fromisoformat(first).astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    line = {"timestamp": same, "level": "INFO", "service": "extra-service", "message": "the first instant, in UTC"}
+    world = load_world(_overlay(tmp_path, logs__jsonl=json.dumps(line) + "\n"))
+    assert [log["message"] for log in world.logs][:2] == [base.logs[0]["message"], "the first instant, in UTC"]
+    assert world.logs[1]["source"] == "overlay/logs.jsonl:1"

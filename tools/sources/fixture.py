@@ -6,8 +6,9 @@ The files under ``tools/world/`` are the single source of truth; a reviewer read
 Set ``DIAGNOSIS_WORLD`` to point the tools at another directory with the same layout, or at an
 overlay: a directory whose ``world.json`` names the world it ``extends`` (a path relative to it)
 and holds only what it adds. Its services and alerts follow the base's, its log records are merged
-with the base's by time (the base's first at the same time), and its runbooks directory and
-synonyms, when it has them, replace the base's.
+with the base's by time (the base's first at the same instant; its own are labelled
+`<directory>/logs.jsonl:N`), and its runbooks directory and synonyms, when it has them, replace the
+base's.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import json
 import threading
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -127,6 +129,16 @@ def synonyms_file(root: Path) -> Path:
     return root / "synonyms.json"
 
 
+def _when(record: dict[str, Any]) -> tuple[int, float | str]:
+    """A record's time as an instant, so that times written with other offsets fall in order; a time
+    that is no ISO 8601 instant sorts after every one, by its text."""
+    stamp = str(record["timestamp"])
+    try:
+        return 0, datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return 1, stamp
+
+
 def _base(root: Path, seen: tuple[Path, ...]) -> World | None:
     """The world `root` extends, per its world.json; None for a whole world."""
     if not (root / "world.json").exists():
@@ -161,7 +173,7 @@ def load_world(directory: Path | str | None = None, seen: tuple[Path, ...] = ())
                  services=base.services + own("services.json", ("name",), "services"),
                  alerts=base.alerts + own("alerts.json", ALERT_FIELDS, "alerts"),
                  # A stable sort: records of one time keep their order, the base's first.
-                 logs=tuple(sorted([*base.logs, *logs], key=lambda r: r["timestamp"])),
+                 logs=tuple(sorted([*base.logs, *logs], key=_when)),
                  runbooks=_runbooks(runbooks_dir) if runbooks_dir != base.runbooks_dir else base.runbooks,
                  synonyms=load_synonyms(root / "synonyms.json") if (root / "synonyms.json").exists() else base.synonyms)
 

@@ -265,7 +265,7 @@ def test_claim_drafts_of_both_attempts_are_kept(cases, store):
 def test_the_retry_is_asked_anew_and_never_shown_the_refused_attempt_as_an_answer(store):
     """Shown its refused answer as the turn before, beside the same inputs, the 1.5B copied it word for
     word in five of seven retries (bench-20261202T024922Z). The retry is asked with its own
-    instructions and two worked revisions; the refused claim is in the retry context only, as an
+    instructions and the worked revisions in its language; the refused claim is in the retry context only, as an
     attempt not to repeat, with what it cited."""
     seen = []
 
