@@ -36,7 +36,8 @@ MIN_SECRET = 8
 # scheme://user:password@ — the password runs to the last "@" before the host part ends, since a
 # password may hold an unescaped "@" (`am:p@ss@host`), but never past "/", "?", "#" or a space.
 USERINFO = re.compile(r"(?P<scheme>\b[A-Za-z][A-Za-z0-9+.\-]*://)(?P<user>[^\s/?#@:]*):(?P<password>[^\s/?#]*)@")
-CREDENTIAL_NAME = re.compile(r"(?:^|_|PG)(?:PASSWORD|PASSWD)$|(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET|PWD)$",
+# `_PWD` needs its underscore: the shell's own PWD and OLDPWD are the working directory, no secret.
+CREDENTIAL_NAME = re.compile(r"(?:^|_|PG)(?:PASSWORD|PASSWD)$|(?:^|_)(?:API_?KEY|KEY|TOKEN|SECRET)$|_PWD$",
                              re.IGNORECASE)
 # What makes a value look generated rather than written: a digit, a symbol that is no word separator,
 # or a capital after a small letter.

@@ -64,3 +64,10 @@ def test_libpqs_password_variable_is_a_credential(monkeypatch):
     monkeypatch.setenv("PGPASSWORD", "s3cretpassw0rd")
     monkeypatch.setenv("MYSQL_PWD", "an0ther-Secret")
     assert hide_credentials("auth s3cretpassw0rd / an0ther-Secret") == f"auth {HIDDEN} / {HIDDEN}"
+
+
+def test_the_working_directory_is_no_credential(monkeypatch, tmp_path):
+    monkeypatch.setenv("PWD", str(tmp_path / "work-2026"))
+    monkeypatch.setenv("OLDPWD", str(tmp_path / "old-2026"))
+    line = f'File "{tmp_path}/work-2026/app.py", line 3 (was in {tmp_path}/old-2026)'
+    assert hide_credentials(line) == line
