@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from contracts import DiagnosisResult, DiagnosisSession
-from program.entry.display import StageProgress, clip, plain, print_audit, print_result
+from program.entry.display import StageProgress, one_line, plain, print_audit, print_result
 from program.entry.terminal import printable_json
 from program.store.audit import INTERNAL_ERROR, AuditStore
 from program.store.tables import MAX_ID
@@ -262,7 +262,7 @@ def _run(args, store: AuditStore, console: Console, errors: Console) -> int:
     good, bad = store.list_sessions(limit=args.limit)
     for record in good:
         table.add_row(plain(record.session_id), plain(record.verdict or "-"), plain(record.status),
-                      clip(record.query, 60))
+                      one_line(record.query, 60))
     console.print(table)
     for unreadable in bad:
         errors.print(f"unreadable: {plain(unreadable.session_id)}: {plain(unreadable)}")

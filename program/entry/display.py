@@ -80,7 +80,8 @@ def plain(value) -> str:
     return escape(printable(str(value)))
 
 
-def clip(text: str, n: int = 90) -> str:
+def one_line(text: str, n: int = 90) -> str:
+    """A display line: whitespace collapsed, printable, and shortened to `n` characters."""
     return plain(shortened(" ".join(str(text).split()), n))
 
 
@@ -97,7 +98,7 @@ def print_result(console: Console, result: DiagnosisResult) -> None:
     for item in result.claims:
         claim = item.claim
         # The LM's text of a claim that was not verified is no statement to show a user: `audit` has it.
-        shown = clip(claim.claim_text, 50) if item.verification_status == "verified" else \
+        shown = one_line(claim.claim_text, 50) if item.verification_status == "verified" else \
             f"{plain(claim.claim_id)} ({plain(claim.claim_type)}): see audit"
         if not claim.evidence_bindings:
             table.add_row(shown, plain(item.verification_status), "(no bindings)", "")
@@ -108,7 +109,7 @@ def print_result(console: Console, result: DiagnosisResult) -> None:
                           plain(f"{b.tool_name} #{b.source_invocation_id} {b.raw_path or '-'}"), plain(gate))
     console.print(table)
     for error in result.errors:
-        console.print(f"[red]{plain(error.rule)}[/]: {clip(error.message, 200)}")
+        console.print(f"[red]{plain(error.rule)}[/]: {one_line(error.message, 200)}")
 
 
 def print_audit(console: Console, record: DiagnosisSession, invocations) -> None:
@@ -118,25 +119,25 @@ def print_audit(console: Console, record: DiagnosisSession, invocations) -> None
     console.print(f"[bold]question[/] {plain(record.query)}")
     for inv in invocations:
         d = inv.retrieval_details
-        console.print(f"  tool #{inv.id} {plain(inv.tool_name)}({clip(json.dumps(inv.input, ensure_ascii=False), 80)}) "
+        console.print(f"  tool #{inv.id} {plain(inv.tool_name)}({one_line(json.dumps(inv.input, ensure_ascii=False), 80)}) "
                       f"-> {plain(d.evidence_status)}, {len(d.evidence_refs)} ref(s)"
                       + (f" from {plain(inv.source)}" if inv.source else ""))
         if d.evidence_status == "failed":
-            console.print(f"    [red]failed[/]: {clip(d.message, 200)}")
+            console.print(f"    [red]failed[/]: {one_line(d.message, 200)}")
     for note in record.notes:
         if note.rule == TRACEBACK:
             # What the one-line error of a failed run points to: shown whole.
             console.print(f"  [cyan]note {note.rule}[/]:\n{plain(note.message)}")
         else:
-            console.print(f"  [cyan]note {plain(note.rule)}[/]: {clip(note.message, 200)}")
+            console.print(f"  [cyan]note {plain(note.rule)}[/]: {one_line(note.message, 200)}")
     for attempt in record.executor_attempts:
         _print_attempt(console, attempt)
     if record.self_evaluation:
         ev = record.self_evaluation.verifier_evaluation
         console.print(f"\n[bold]verifier[/] verdict={plain(ev.verdict)} groundedness={ev.groundedness_score} "
-                      f"reason={clip(ev.reason, 160)}")
+                      f"reason={one_line(ev.reason, 160)}")
         for j in ev.claim_judgements:
-            console.print(f"  {plain(j.claim_id)}: {plain(j.verdict)} {clip(j.reason, 140)}")
+            console.print(f"  {plain(j.claim_id)}: {plain(j.verdict)} {one_line(j.reason, 140)}")
         for o in ev.code_overrides:
             console.print(f"  [magenta]override {plain(o.rule)}[/]: {plain(o.message)}")
     if record.composer_output:
@@ -144,7 +145,7 @@ def print_audit(console: Console, record: DiagnosisSession, invocations) -> None
                       f"{plain(record.composer_output.reasons)}")
         console.print(plain(record.answer))
     for error in record.errors:
-        console.print(f"[red]{plain(error.rule)}[/]: {clip(error.message, 200)}")
+        console.print(f"[red]{plain(error.rule)}[/]: {one_line(error.message, 200)}")
     usage = Table(title="usage")
     for column in ("stage", "lm calls", "prompt tokens", "completion tokens", "seconds"):
         usage.add_column(column)
@@ -163,7 +164,7 @@ def _print_attempt(console: Console, attempt: ExecutorAttempt) -> None:
     for finding in attempt.blocked:
         console.print(f"  code refused {plain(finding.claim_id or '')}: {plain(finding.rule)}: {plain(finding.message)}")
     if attempt.parse_status.status != "valid":
-        console.print(f"  parse detail: {clip(attempt.parse_status.detail, 200)}")
+        console.print(f"  parse detail: {one_line(attempt.parse_status.detail, 200)}")
     by_owner: dict[str, list] = {}
     for cb in gate.checked_bindings:
         by_owner.setdefault(cb.claim_id or f"action {cb.action_id}", []).append(cb)
