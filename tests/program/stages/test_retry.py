@@ -44,6 +44,13 @@ def planner(*calls):
 CPU_LOOKUP = {"tool_name": "query_metrics", "service": "payment-service", "alert_name": "HighCPUUsage"}
 
 
+def order_logs_lm(cases, question: str, query: str, executor):
+    """The HikariCP case's LM, asked `question`, whose planner searches order-service's logs for `query`."""
+    return good_lm({**cases["hikaricp_positive"], "question": question}, executor=executor, planner=lambda user: {
+        "plan": {"target_services": ["order-service"], "topics": []},
+        "tool_calls": [{"tool_name": "query_logs", "query": query, "service": "order-service"}]})
+
+
 def test_a_claim_that_echoes_the_question_s_presumption_is_asked_again_told_why(cases, store):
     told = []
 
@@ -132,10 +139,7 @@ def test_a_line_the_second_look_found_reaches_the_retry_s_menu(cases, store):
         return claim("observation", "order-service logged: HikariPool-1 - Connection is not available, request timed "
                      "out after 30000ms", point(observations, "HikariPool-1"))
 
-    lm = good_lm({**cases["hikaricp_positive"], "question": question}, executor=executor, planner=lambda user: {
-        "plan": {"target_services": ["order-service"], "topics": []},
-        "tool_calls": [{"tool_name": "query_logs", "query": "database timeout", "service": "order-service"}]})
-    result = diagnose(question, lm=lm, db=store)
+    result = diagnose(question, lm=order_logs_lm(cases, question, "database timeout", executor), db=store)
     assert "HikariPool-1" not in seen[0] and "HikariPool-1" in seen[1]
     record = store.get_session(result.session_id)
     assert record.executor_attempts[1].retry_context.failed_rules == ["verdict.second_look"]
@@ -159,10 +163,7 @@ def test_an_attempt_that_wrote_no_claim_beside_a_search_that_found_nothing_gets_
         return claim("observation", "order-service logged: HikariPool-1 - Connection is not available, request timed "
                      "out after 30000ms", point(observations, "HikariPool-1"))
 
-    lm = good_lm({**cases["hikaricp_positive"], "question": question}, executor=executor, planner=lambda user: {
-        "plan": {"target_services": ["order-service"], "topics": []},
-        "tool_calls": [{"tool_name": "query_logs", "query": "database timeout", "service": "order-service"}]})
-    result = diagnose(question, lm=lm, db=store)
+    result = diagnose(question, lm=order_logs_lm(cases, question, "database timeout", executor), db=store)
     record = store.get_session(result.session_id)
     assert len(record.executor_attempts) == 2
     assert record.executor_attempts[1].retry_context.failed_rules == ["verdict.second_look"]
@@ -176,10 +177,7 @@ def test_an_attempt_that_wrote_no_claim_is_not_retried_when_the_second_look_find
     def executor(observations, attempt, user):
         return {"claims": [], "hypotheses": [], "recommended_actions": [], "missing_info": []}
 
-    lm = good_lm({**cases["hikaricp_positive"], "question": question}, executor=executor, planner=lambda user: {
-        "plan": {"target_services": ["order-service"], "topics": []},
-        "tool_calls": [{"tool_name": "query_logs", "query": "disk quota", "service": "order-service"}]})
-    result = diagnose(question, lm=lm, db=store)
+    result = diagnose(question, lm=order_logs_lm(cases, question, "disk quota", executor), db=store)
     record = store.get_session(result.session_id)
     assert len(record.executor_attempts) == 1 and result.verdict == "LOW_CONFID"
     # The look was made and recorded, and found nothing.
@@ -199,10 +197,7 @@ def test_a_retry_that_keeps_saying_nothing_was_found_while_citing_the_line_is_no
         return claim("observation", "No database connection timeout log lines were found for order-service.",
                      point(observations, "HikariPool-1"))
 
-    lm = good_lm({**cases["hikaricp_positive"], "question": question}, executor=executor, planner=lambda user: {
-        "plan": {"target_services": ["order-service"], "topics": []},
-        "tool_calls": [{"tool_name": "query_logs", "query": "database timeout", "service": "order-service"}]})
-    result = diagnose(question, lm=lm, db=store)
+    result = diagnose(question, lm=order_logs_lm(cases, question, "database timeout", executor), db=store)
     record = store.get_session(result.session_id)
     assert [f.rule for f in record.executor_attempts[1].blocked] == ["verdict.absence_on_hit"]
     assert result.verdict == "LOW_CONFID" and not [c for c in result.claims if c.verification_status == "verified"]
@@ -335,10 +330,7 @@ def test_a_negative_refused_for_its_wording_still_gets_the_second_look(cases, st
         return claim("observation", "order-service logged a connection timeout: HikariPool-1 - Connection is not "
                      "available, request timed out after 30000ms", point(observations, "HikariPool-1"))
 
-    lm = good_lm({**cases["hikaricp_positive"], "question": question}, executor=executor, planner=lambda user: {
-        "plan": {"target_services": ["order-service"], "topics": []},
-        "tool_calls": [{"tool_name": "query_logs", "query": "连接数", "service": "order-service"}]})
-    result = diagnose(question, lm=lm, db=store)
+    result = diagnose(question, lm=order_logs_lm(cases, question, "连接数", executor), db=store)
     record = store.get_session(result.session_id)
     first = record.executor_attempts[0]
     assert [f.rule for f in first.blocked] == ["verdict.off_topic", "verdict.second_look"]
