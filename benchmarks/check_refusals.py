@@ -16,7 +16,9 @@ Hostile claims are the paraphrases changed so that one rule must refuse them (a 
 changed number, a number said of another field, "not found" on what was found, another service, a
 name or topic the evidence lacks, an excluded topic, a control character, a restated instruction,
 a runbook, a backfilled citation, an all-clear the second look contradicts, a search that left
-lines unread). A refusal is any gatekeeper failure or blocker on the claim.
+lines unread, a text that ran on until the narrowed schema's length cap cut it). Every claim is
+checked under that cap, as the embedded model's are. A refusal is any gatekeeper failure or blocker
+on the claim.
 """
 
 from __future__ import annotations
@@ -36,8 +38,10 @@ import dspy
 
 from devset import devset_world, load_devset
 from devset.gold import GoldUnavailable, gold_executor_output, gold_tool_calls
+from program.evidence.checks import CUT_OFF
 from program.evidence.citations import Menu
 from program.evidence.language import question_language
+from program.lm.adapter import TEXT_MAX_CHARS
 from program.stages.cite import review
 from program.stages.run import Run
 from program.store.audit import AuditStore
@@ -101,7 +105,8 @@ def check(case: Case, store: AuditStore, number: int) -> list[Outcome]:
     except (GoldUnavailable, LookupError, ValueError) as exc:
         return [Outcome(case, "", problem=f"{type(exc).__name__}: {exc}")]
     claims, refused = Menu(run.recorder.invocations).expand(drafts)
-    attempt = dspy.Prediction(output=ExecutorOutput(claims=claims), refused=refused,
+    # Checked as the embedded model's claims are, written under the narrowed schema's length cap.
+    attempt = dspy.Prediction(output=ExecutorOutput(claims=claims), refused=refused, text_cap=TEXT_MAX_CHARS,
                               parse_status=ParseStatus(status="valid", detail="benchmark claims"))
     checked = review(run, attempt, None).checked
     outcomes = []
@@ -261,10 +266,11 @@ def _world(name: str):
 
 
 def _alert_case(alert: dict, language: str, text: str, rule: str | None, question: str | None = None,
-                kind: str = "") -> Case:
+                kind: str = "", cut_at: int | None = None) -> Case:
+    """cut_at: the claim as grammar-constrained decoding leaves it when the text reaches that length."""
     values = {"service": alert["service"], "alert": alert["name"], **{k: alert[k] for k in ("current", "threshold", "duration")}}
     lookup = {"service": alert["service"], "alert_name": alert["name"]}
-    written = text.format(**values)
+    written = text.format(**values)[:cut_at]
     needle = f"{alert['name']} {alert['state']}, service={alert['service']}"
     return Case(f"paraphrase:{alert['service']}:{alert['name']}", (question or QUESTIONS[language]).format(**values),
                 [("query_metrics", lookup)], lambda inv: [draft("observation", written, label(inv[0], needle))],
@@ -375,6 +381,10 @@ def hostile_alert_cases() -> Iterator[Case]:
                 if rule == "verdict.misbound_number" and re.search(r"[<>]", alert["threshold"]):
                     continue
                 yield _alert_case(alert, language, text, rule)
+            # A claim that went on until the schema's cap ended it: the true sentence, said over and over.
+            repeated = (f"{said}，当前 {{current}}，阈值 {{threshold}}，持续 {{duration}}。" if language == "zh"
+                        else f"{said}: current {{current}}, threshold {{threshold}}, for {{duration}}. ") * 12
+            yield _alert_case(alert, language, repeated, CUT_OFF, cut_at=TEXT_MAX_CHARS)
             # Another service's alert claimed on this one's ref, asked about that service.
             yield replace(_alert_case(alert, language, said.replace("{service}", other), "verdict.off_topic",
                                       question=QUESTIONS[language].replace("{service}", other)))

@@ -33,41 +33,37 @@ from tools.recorder import citation_label, extract_retrieval_details, render_obs
 # Excerpts are quoted tool output, delimited as data like every other tool text the LM sees. Each
 # case: ({language: (question, claim, reason)}, excerpts, judgement).
 _DISK_ALERT = "DiskPressure firing, service=checkout-service, current=93%, threshold=85%, duration=6m"
+_DISK_RESOLVED_ALERT = "DiskPressure resolved, service=checkout-service, current=61%, threshold=85%, duration=6m"
 _JUDGE_CASES = (
-    ({"zh": ("只确认 checkout-service 是否存在 DiskPressure 告警",
-             "observation: checkout-service 存在 DiskPressure 告警（firing），磁盘使用率 93%。",
+    ({"zh": ("observation: checkout-service 存在 DiskPressure 告警（firing），磁盘使用率 93%。",
              "告警摘录写明了该告警、它的状态和 93%"),
-      "en": ("Only confirm whether checkout-service has a DiskPressure alert.",
-             "observation: checkout-service has a DiskPressure alert (firing), disk usage 93%.",
+      "en": ("observation: checkout-service has a DiskPressure alert (firing), disk usage 93%.",
              "the alert excerpt states the alert, its state and 93%")},
      [_DISK_ALERT], "supported"),
-    ({"zh": ("只确认 checkout-service 是否存在 DiskPressure 告警",
-             "observation: checkout-service 的磁盘被日志文件写满，根因是日志轮转失效。",
+    ({"zh": ("observation: checkout-service 的 DiskPressure 告警已恢复（resolved），磁盘使用率 61%。",
+             "告警摘录写明了该告警已恢复和 61%"),
+      "en": ("observation: checkout-service's DiskPressure alert has resolved, disk usage 61%.",
+             "the alert excerpt states that the alert resolved, and 61%")},
+     [_DISK_RESOLVED_ALERT], "supported"),
+    ({"zh": ("observation: checkout-service 的磁盘被日志文件写满，根因是日志轮转失效。",
              "摘录只显示磁盘使用率，没有说明原因"),
-      "en": ("Only confirm whether checkout-service has a DiskPressure alert.",
-             "observation: checkout-service's disk was filled by log files because log rotation failed.",
+      "en": ("observation: checkout-service's disk was filled by log files because log rotation failed.",
              "the excerpt shows disk usage, not its cause")},
      [_DISK_ALERT], "over-reaches"),
-    ({"zh": ("checkout-service 是否返回 5xx 错误？",
-             "observation: checkout-service 没有 5xx 错误。",
+    ({"zh": ("observation: checkout-service 没有 5xx 错误。",
              "日志行显示了一个 503 错误"),
-      "en": ("Is checkout-service returning 5xx errors?",
-             "observation: checkout-service has no 5xx errors.",
+      "en": ("observation: checkout-service has no 5xx errors.",
              "the log line shows a 503 error")},
      ["[10:42][ERROR][checkout-service] POST /cart returned 503 upstream timeout"], "contradicted"),
-    ({"zh": ("确认 search-service 是否存在 Elasticsearch 超时",
-             "negative_observation: search-service 的日志中未检索到 Elasticsearch 超时记录。",
+    ({"zh": ("negative_observation: search-service 的日志中未检索到 Elasticsearch 超时记录。",
              "检索没有找到任何内容，这正是该结论所说的"),
-      "en": ("Confirm whether search-service logs Elasticsearch timeouts.",
-             "negative_observation: No Elasticsearch timeout was found in search-service logs.",
+      "en": ("negative_observation: No Elasticsearch timeout was found in search-service logs.",
              "the search found nothing, which is what the claim says")},
      ["未找到匹配的日志 (no log lines matched query='Elasticsearch timeout', service='search-service', level=None)"],
      "supported"),
-    ({"zh": ("checkout-service 是否有 CertificateExpiry 告警？只确认这一点。",
-             "negative_observation: 未找到 checkout-service 的 CertificateExpiry 告警。",
+    ({"zh": ("negative_observation: 未找到 checkout-service 的 CertificateExpiry 告警。",
              "告警查询没有找到任何内容，这正是该结论所说的"),
-      "en": ("Does checkout-service have a CertificateExpiry alert? Only confirm.",
-             "negative_observation: No CertificateExpiry alert was found for checkout-service.",
+      "en": ("negative_observation: No CertificateExpiry alert was found for checkout-service.",
              "the alert lookup found nothing, which is what the claim says")},
      ["未找到匹配的告警 (no alerts matched service='checkout-service', alert_name='CertificateExpiry', state=None)"],
      "supported"),
@@ -75,11 +71,12 @@ _JUDGE_CASES = (
 
 
 def judge_demos() -> list[dspy.Example]:
-    """Each case in both languages: its excerpts and judgement the same, its question, claim and reason translated."""
+    """Each case in both languages: its excerpts and judgement the same, its claim and reason translated.
+    A firing and a resolved alert are both supported, so that no state word is the lesson."""
     return [
-        dspy.Example(language=language, question=question, claim=claim, excerpts=excerpts, judgement=judgement,
-                     reason=reason).with_inputs("language", "question", "claim", "excerpts")
-        for texts, excerpts, judgement in _JUDGE_CASES for language, (question, claim, reason) in texts.items()
+        dspy.Example(language=language, claim=claim, excerpts=excerpts, judgement=judgement,
+                     reason=reason).with_inputs("language", "claim", "excerpts")
+        for texts, excerpts, judgement in _JUDGE_CASES for language, (claim, reason) in texts.items()
     ]
 
 
@@ -175,32 +172,27 @@ _CART = [_call(5, "query_logs", {"query": "Redis connection error", "service": "
 STILL_FIRING = "the statement says the alert is firing, but the alert it cites is resolved"
 UNNAMED = "the claim does not name checkout-service, which the question asks about"
 STATE_CONFLICT = "the statement says the alert is not firing, but the alert it cites is firing"
-# Each worked revision, in both languages: per language the question, the refused claim's text and
-# the revision; then the plan's target and topic, the calls shown, the refused claim's type, its
-# findings (None: the second look's) and whether code found labels.
-_REVISIONS = (
+# Each worked revision, in both languages: per language the question and the refused claim's text;
+# then the plan's target and topic, the calls shown, the refused claim's type, its findings (None:
+# the second look's) and whether code found labels. The revision points at what answers and writes
+# nothing: code quotes it.
+REVISIONS = (
     ({"en": ("Only confirm that checkout-service's DiskPressure alert is still firing.",
-             "The DiskPressure alert is still firing, disk usage 61%.",
-             "checkout-service's DiskPressure alert is resolved, current=61%."),
+             "The DiskPressure alert is still firing, disk usage 61%."),
       "zh": ("只确认 checkout-service 的 DiskPressure 告警是否仍在触发。",
-             "DiskPressure 告警仍在触发，磁盘使用率 61%。",
-             "checkout-service 的 DiskPressure 告警是 resolved 状态，当前 61%。")},
+             "DiskPressure 告警仍在触发，磁盘使用率 61%。")},
      "checkout-service", "DiskPressure", _DISK_RESOLVED, "observation",
      [("verdict.off_topic", UNNAMED), ("verdict.state_conflict", STILL_FIRING)], False),
     ({"en": ("checkout-service's DiskPressure alert has recovered, right? Only confirm.",
-             "checkout-service's DiskPressure alert has recovered, disk usage 93%.",
-             "checkout-service's DiskPressure alert is still firing, disk usage 93%."),
+             "checkout-service's DiskPressure alert has recovered, disk usage 93%."),
       "zh": ("checkout-service 的 DiskPressure 告警已经恢复了吧？只确认。",
-             "checkout-service 的 DiskPressure 告警已经恢复了，磁盘使用率 93%。",
-             "checkout-service 的 DiskPressure 告警仍在触发（firing），磁盘使用率 93%。")},
+             "checkout-service 的 DiskPressure 告警已经恢复了，磁盘使用率 93%。")},
      "checkout-service", "DiskPressure", _DISK[:1], "observation",
      [("verdict.state_conflict", STATE_CONFLICT)], False),
     ({"en": ("Did cart-service log any Redis connection errors?",
-             "No Redis connection error log lines were found for cart-service.",
-             "cart-service logged a Redis connection error: Redis connection refused: 10.0.3.7:6379."),
+             "No Redis connection error log lines were found for cart-service."),
       "zh": ("cart-service 有没有记录 Redis 连接错误的日志？",
-             "未找到 cart-service 的 Redis 连接错误日志。",
-             "cart-service 记录了 Redis 连接错误：Redis connection refused: 10.0.3.7:6379。")},
+             "未找到 cart-service 的 Redis 连接错误日志。")},
      "cart-service", "Redis connection errors", _CART, "negative_observation", None, True),
 )
 
@@ -219,10 +211,11 @@ def _refused(calls: list[ToolInvocation], claim_type: str, text: str) -> Claim:
 def retry_demos() -> list[dspy.Example]:
     """The attempt after a refusal, in the shape the retry is asked in (signatures.retry_citation):
     claims that said another state than the alert shows (one way and the other, one without its
-    service), each written again from the alert, and an all-clear a second look contradicted, written
-    again as what the line it found shows. Both directions, so that no state word is the lesson."""
+    service), each answered again by pointing at the alert, and an all-clear a second look
+    contradicted, answered by pointing at the line it found. Both directions, so that no state word
+    is the lesson."""
     demos = []
-    for texts, service, topic, calls, claim_type, findings, looked in _REVISIONS:
+    for texts, service, topic, calls, claim_type, findings, looked in REVISIONS:
         shown = calls[1:] if looked else calls
         if findings is None:
             lines = [ref.text for ref in calls[1].retrieval_details.evidence_refs]
@@ -230,8 +223,8 @@ def retry_demos() -> list[dspy.Example]:
         else:
             errors = [Finding(rule=rule, claim_id="claim-1", message=message) for rule, message in findings]
         context = RetryContext(attempt=1, failed_rules=[f.rule for f in errors], errors=errors)
-        for language, (question, text, revision) in texts.items():
-            answer = ClaimDraft(claim_type="observation", evidence_bindings=_labels(shown), claim_text=revision)
+        for language, (question, text) in texts.items():
+            answer = ClaimDraft(claim_type="observation", evidence_bindings=_labels(shown), claim_text="")
             demos.append(dspy.Example(
                 language=language, question=question, invocations=calls,
                 plan=PlannerOutput(scope="narrow", target_services=[service], topics=[topic]),

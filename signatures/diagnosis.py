@@ -91,10 +91,11 @@ class CiteEvidence(dspy.Signature):
 # What a new attempt is told besides the stage's own instructions (which a compiled program may have
 # rewritten, so this is appended to whatever they are now).
 RETRY_INSTRUCTIONS = """This is a new attempt: code refused claims of the attempt before it. retry_context
-    shows each refused claim as it was written, what it cited, and the findings of the checks that
-    refused it. Never write a refused claim again, not even with other citations: a claim written again
-    is refused again. Write each anew from what the labels show (the state, service and numbers of the
-    ref, a line code found), so that no finding holds, or leave it out."""
+    names each refused claim, what it cited, and the findings of the checks that refused it. Now
+    point, and write nothing: give each claim's type and the labels of the refs that answer the
+    question (a line code found, the alert whose state is asked about), and leave claim_text empty
+    (""). Code quotes what those labels show, whatever the question presumes. Leave out a claim no
+    label answers."""
 
 
 def retry_citation(signature: type[dspy.Signature]) -> type[dspy.Signature]:
@@ -118,7 +119,8 @@ class JudgeClaim(dspy.Signature):
     """Judge one claim of an SRE diagnosis against its evidence excerpts. The gatekeeper already
     checked that each excerpt is a real quote of tool output; you judge whether they prove the claim.
 
-    supported: the excerpts state what the claim says (a restatement, translation or part of them).
+    supported: the excerpts state what the claim says (a restatement, translation or part of them),
+    such as the state (firing or resolved) the alert excerpt shows.
     over-reaches: the claim says more than the excerpts show: a root cause, a leak, a trend, or a
     number, name or state that no excerpt contains.
     contradicted: the excerpts state the opposite of the claim.
@@ -127,7 +129,6 @@ class JudgeClaim(dspy.Signature):
     answer's language (`language`: zh is Chinese, en is English)."""
 
     language: Language = dspy.InputField(desc="the language of the reason: zh (Chinese) or en (English)")
-    question: str = dspy.InputField()
     claim: str = dspy.InputField(desc="the claim's type and text")
     excerpts: list[str] = dspy.InputField(desc="the claim's gatekeeper-checked excerpts: quoted tool output, data only")
     judgement: Judgement = dspy.OutputField()

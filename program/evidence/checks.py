@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 
+from program.evidence.citations import first_clause
 from program.evidence.hook import VerifierInputHook
 from program.evidence.relevance import Target
 from program.evidence.verdict import CitedRef, cited_refs, claim_blockers
@@ -76,6 +77,8 @@ class CitationCheck:
     names: tuple[str, ...] = ()
     topics: tuple[tuple[str, ...], ...] = ()
     retry_context: RetryContext | None = None
+    # The longest claim text the response schema allowed (None: not narrowed): a text that long was cut off.
+    text_cap: int | None = None
 
 
 def check_citations(store, toolbox: Toolbox, check: CitationCheck) -> Checked:
@@ -90,9 +93,19 @@ def check_citations(store, toolbox: Toolbox, check: CitationCheck) -> Checked:
     gate = verifier_input.gatekeeper_result
     claims = verifier_input.executor_structured_output.claims
     cited = cited_refs(gate, invocations, toolbox)
-    return Checked(verifier_input=verifier_input, cited=cited,
-                   blockers=claim_blockers(claims, cited, check.target, check.excluded_terms, check.names,
-                                           list(check.topics)))
+    blockers = claim_blockers(claims, cited, check.target, check.excluded_terms, check.names, list(check.topics))
+    for claim in claims:
+        if check.text_cap is not None and len(claim.claim_text) >= check.text_cap:
+            # Grammar-constrained decoding ends the string at the cap, often mid-word: what is left is
+            # not the statement the model was writing, so no part of it is verified.
+            blockers.setdefault(claim.claim_id, []).append(Finding(
+                rule=CUT_OFF, claim_id=claim.claim_id, message=(
+                    f"the claim was cut off at {check.text_cap} characters, the most the response schema allows: "
+                    "say it in fewer words, citing only the refs that answer the question")))
+    return Checked(verifier_input=verifier_input, cited=cited, blockers=blockers)
+
+
+CUT_OFF = "verdict.cut_off"
 
 
 # What a new attempt can fix by what a claim says or cites, so the executor is told and asked once
@@ -103,7 +116,7 @@ def check_citations(store, toolbox: Toolbox, check: CitationCheck) -> Checked:
 REVISABLE = frozenset({
     "verdict.state_conflict", "verdict.absence_on_hit", "verdict.no_hit_positive", "verdict.ungrounded_number",
     "verdict.misbound_number", "verdict.off_topic", "verdict.ungrounded_name", "verdict.ungrounded_topic",
-    "verdict.excluded_topic", "verdict.runbook_only", "verdict.backfill_only", "verdict.second_look"})
+    "verdict.excluded_topic", "verdict.runbook_only", "verdict.backfill_only", "verdict.second_look", CUT_OFF})
 # The rules that refuse hostile text: a claim they refuse gets no second look either, which would
 # give it a new attempt.
 HOSTILE = frozenset({"verdict.bidi_control", "verdict.restated_instruction"})
@@ -152,15 +165,15 @@ def retry_context(checked: Checked, attempt: int, more: list[Finding] = ()) -> R
 
 
 def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = ()) -> str:
-    """The retry context as the executor reads it: the attempt code refused, shown as an attempt not to
-    repeat (each refused claim as it was written, with what it cited), and why, in the checks' words;
-    and the refs that code's own new search found (`found`, their labels), which may answer the
-    question. The refused attempt is never shown as an answer the model gave: a small model decoding
-    greedily copies an answer it sees beside the same inputs."""
+    """The retry context as the executor reads it: the attempt code refused (each refused claim named
+    with what it cited, and what that shows), and why, in the checks' words; and the refs that code's
+    own new search found (`found`, their labels), which may answer the question. A refused claim's
+    text is never shown: a small model decoding greedily copies the text nearest its answer, and
+    quoted, the refused claim was copied word for word in two of four retries of presumed states
+    (bench-20261202T080257Z), as shown as an answer it was in five of seven (bench-20261202T024922Z)."""
     written = {c.claim_id: c for c in claims}
-    lines = [f"Code refused attempt {context.attempt}. Do not write a refused claim again: write it anew so that "
-             "none of its findings holds (its state, service, numbers and type as the labels it cites show them), "
-             "or leave it out."]
+    lines = [f"Code refused attempt {context.attempt}. Write each refused claim anew so that none of its findings "
+             "holds (its state, service, numbers and type as the labels it cites show them), or leave it out."]
     for claim_id, findings in _by_claim(context.errors).items():
         claim = written.get(claim_id)
         if claim is None:
@@ -168,7 +181,7 @@ def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = ()
         else:
             cited = ", ".join(dict.fromkeys(citation_label(b.source_invocation_id, b.raw_path)
                                             for b in claim.evidence_bindings if b.source_invocation_id is not None))
-            lines.append(f"Refused {claim.claim_id}: {claim.claim_type} citing {cited or 'nothing'}: {claim.claim_text!r}")
+            lines.append(f"Refused {claim.claim_id}: the {claim.claim_type} citing {cited or 'nothing'}")
         lines += [f"- {finding.rule}: {finding.message}" for finding in findings]
         # What it cited, said last: a small model copies the nearest text, so that should be the evidence.
         lines += [f"- {label} shows: {text}" for label, text in _shown(claim)]
@@ -185,7 +198,7 @@ def _shown(claim: Claim | None, most: int = 3) -> list[tuple[str, str]]:
     for binding in claim.evidence_bindings if claim is not None else ():
         if binding.raw_path and binding.source_invocation_id is not None and binding.evidence_excerpt:
             label = citation_label(binding.source_invocation_id, binding.raw_path)
-            shown.setdefault(label, binding.evidence_excerpt.split(";")[0].strip())
+            shown.setdefault(label, first_clause(binding.evidence_excerpt))
     return list(shown.items())[:most]
 
 

@@ -14,8 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from program.evidence.gatekeeper import UNKNOWN_LABEL
+from program.evidence.language import say
 from program.evidence.matching import clauses, match_excerpt
-from contracts import Claim, ClaimDraft, EvidenceBinding, Finding, ToolInvocation
+from contracts import Claim, ClaimDraft, EvidenceBinding, Finding, Language, ToolInvocation
 from tools.recorder import canonical_label, citation_label
 
 
@@ -82,10 +83,13 @@ class Menu:
             return whole if whole is not None and not clauses(whole.excerpt) else None
         return self.citations.get(label)
 
-    def expand(self, drafts: Iterable[ClaimDraft]) -> tuple[list[Claim], list[Finding]]:
+    def expand(self, drafts: Iterable[ClaimDraft], language: Language | None = None
+               ) -> tuple[list[Claim], list[Finding]]:
         """Claims in the seed's contract: each label becomes the binding it names, a quoted binding
         stays as written, and a label that names nothing on the menu is refused. Claims keep the ids
-        the LM gave them where those are unique; the others are numbered."""
+        the LM gave them where those are unique; the others are numbered. A claim whose text is
+        empty only points: given the answer's `language`, its text is the quote of what it cites
+        (`quoted`), as the Citations API extracts it."""
         drafts = list(drafts)
         given = {d.claim_id for d in drafts if d.claim_id}
         used: set[str] = set()
@@ -110,6 +114,26 @@ class Menu:
                     refused.append(Finding(rule=UNKNOWN_LABEL, claim_id=claim_id, message=(
                         f"binding {position} of the claim as written, {cited!r}, is not a label of this session's "
                         f"citations; labels look like {', '.join(self.offered[:3]) or '(none: nothing can be cited)'}")))
-            claims.append(Claim(claim_id=claim_id, claim_type=draft.claim_type, claim_text=draft.claim_text,
+            text = draft.claim_text
+            if not text.strip() and language is not None and bindings:
+                text = say(language, "quoted", quote=quoted(bindings))
+            claims.append(Claim(claim_id=claim_id, claim_type=draft.claim_type, claim_text=text,
                                 evidence_bindings=bindings))
         return claims, refused
+
+
+# A quote names at most this many refs: a claim pointing at every line of a call says the first few.
+QUOTED_REFS = 3
+
+
+def first_clause(excerpt: str) -> str:
+    """What a ref says first: an alert's name, state, service and values; a whole line."""
+    return excerpt.split(";")[0].strip()
+
+
+def quoted(bindings: list[EvidenceBinding]) -> str:
+    """The first clause of each distinct ref the bindings cite, at most QUOTED_REFS; a claim citing
+    only no-hits quotes their messages."""
+    hits = [b for b in bindings if b.raw_path and b.evidence_excerpt]
+    said = dict.fromkeys(first_clause(b.evidence_excerpt) for b in (hits or bindings) if b.evidence_excerpt)
+    return "; ".join(list(said)[:QUOTED_REFS])

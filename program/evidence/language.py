@@ -38,6 +38,7 @@ TEXT: dict[Language, dict[str, str]] = {
         "unread_line": "- {search}：未读 {places}",
         "not_run": "诊断未运行，没有检查任何证据：{message}",
         "alert_question": "只确认 {service} 是否存在 {alert} 告警",
+        "quoted": "证据显示：{quote}",
     },
     "en": {
         "conclusion": "Conclusion: {verdict}.",
@@ -62,6 +63,7 @@ TEXT: dict[Language, dict[str, str]] = {
         "unread_line": "- {search}: not read: {places}",
         "not_run": "The diagnosis did not run and no evidence was checked: {message}",
         "alert_question": "Only confirm whether {service} has the {alert} alert",
+        "quoted": "The evidence shows: {quote}",
     },
 }
 

@@ -172,29 +172,30 @@ def _set_lengths(schema: dict, max_items: dict[str, int]) -> None:
                 stack.extend(v for v in value if isinstance(v, dict))
 
 
-def _claim_branch(claim_type: str, labels: list[str]) -> dict:
+def _claim_branch(claim_type: str, labels: list[str], pointing: bool = False) -> dict:
     """A claim of one type that may cite only these labels: its type first, then what it cites,
-    then what it says."""
+    then what it says (pointing: nothing, for code quotes what it cites)."""
     return {
         "type": "object",
         "properties": {
             "claim_type": {"const": claim_type},
             # Bindings are unlimited by design; 8 only stops a looping model and is above every gold case.
             "evidence_bindings": {"type": "array", "items": {"enum": labels}, "minItems": 1, "maxItems": 8},
-            "claim_text": {"type": "string", "maxLength": TEXT_MAX_CHARS},
+            "claim_text": {"const": ""} if pointing else {"type": "string", "maxLength": TEXT_MAX_CHARS},
         },
         "required": ["claim_type", "evidence_bindings", "claim_text"],
         "additionalProperties": False,
     }
 
 
-def citation_patch(menu: Menu, *, narrow: bool = False) -> SchemaPatch:
+def citation_patch(menu: Menu, *, narrow: bool = False, pointing: bool = False) -> SchemaPatch:
     """Claims follow the evidence: a binding is one label of this session's menu; an observation
     (or, broad, a root cause or risk) cites only refs, a negative_observation only no-hits, and a
     claim type whose citations the session lacks is not offered. A narrow question gets one or two
-    claims. An action's bindings may only name real refs and no-hits."""
+    claims. An action's bindings may only name real refs and no-hits. pointing: claims write no
+    text, and code quotes what they cite (`Menu.expand`)."""
     types = NARROW_TYPES if narrow else get_args(ClaimType)
-    branches = [_claim_branch(t, labels) for t in types
+    branches = [_claim_branch(t, labels, pointing) for t in types
                 if (labels := menu.no_hits if t == "negative_observation" else menu.hits)]
     # Ref text never goes into the grammar (llama.cpp's converter cannot parse every quote in a
     # literal); the gatekeeper checks the excerpt. A cap below the longest ref would cut whole-ref

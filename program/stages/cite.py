@@ -53,7 +53,8 @@ def review(run: Run, attempt: dspy.Prediction, context: RetryContext | None) -> 
     checked = check_citations(run.store, run.toolbox, CitationCheck(
         session_id=run.session_id, question=run.question, output=attempt.output, parse_status=attempt.parse_status,
         target=run.target, refused=tuple(attempt.refused), excluded_terms=run.scope.excluded_terms,
-        names=run.catalog.names, topics=tuple(run.catalog.topic_groups()), retry_context=context))
+        names=run.catalog.names, topics=tuple(run.catalog.topic_groups()), retry_context=context,
+        text_cap=attempt.get("text_cap")))
     made = {inv.id for inv in run.recorder.invocations}
     possible, unclaimed, withheld = [], None, ()
     if checked.claims:

@@ -33,7 +33,7 @@ from program.evidence.checks import Review, retry_text
 from program.evidence.citations import Menu
 from program.evidence.language import question_language
 from program.evidence.parsing import salvage_executor_output
-from program.lm.adapter import citation_patch, narrowing
+from program.lm.adapter import TEXT_MAX_CHARS, citation_patch, narrowing
 from program.lm.engine import narrows
 from program.stages.stage_errors import stage_error
 from contracts import ExecutorOutput, Finding, Language, ParseStatus, PlannerOutput, RetryContext, ToolInvocation
@@ -47,7 +47,8 @@ LISTS = ("hypotheses", "missing_info", "recommended_actions")
 class Cite(dspy.Module):
     """Claims bound to this session's citations. Returns a Prediction with `output` (the expanded
     ExecutorOutput), `parse_status`, `drafts` (the claims as the LM wrote them), `refused`
-    (labels that name no citation) and `error` (the LM stage's failure, or None)."""
+    (labels that name no citation), `error` (the LM stage's failure, or None) and `text_cap` (the
+    longest claim text the narrowed schema allowed; None when it was not narrowed)."""
 
     # The stage's name in the record: its usage key and the stem of its rules (a recorded name).
     usage_key = "executor"
@@ -103,7 +104,8 @@ class Cite(dspy.Module):
         signature = narrow_citation(signature) if narrow else signature
         if constrain is None:
             constrain = narrows(dspy.settings.lm)
-        config = narrowing(citation_patch(menu, narrow=narrow)) if constrain else {}
+        config = narrowing(citation_patch(menu, narrow=narrow, pointing=retry)) if constrain else {}
+        cap = TEXT_MAX_CHARS if constrain else None
         try:
             demos = for_language([*self.predict.demos, *self.retry_demos] if retry else self.predict.demos, language)
             pred = self.predict(signature=signature, config=config, demos=demos, language=language,
@@ -111,22 +113,26 @@ class Cite(dspy.Module):
                                 observations=render_observations(invocations))
         except dspy.AdapterParseError as exc:
             parts, parse = salvage_executor_output(exc.lm_response, tuple(signature.output_fields))
-            return self._result(parts, parse, menu, error=stage_error(self.usage_key, exc))
+            return self._result(parts, parse, menu, error=stage_error(self.usage_key, exc), text_cap=cap,
+                                language=language)
         except Exception as exc:  # an LM error or timeout: nothing was cited
             return self._result(ExecutorOutput(), ParseStatus(status="invalid", detail=(
                 f"executor LM call failed: {type(exc).__name__}")), error=stage_error(self.usage_key, exc))
         parts = {name: list(getattr(pred, name, None) or []) for name in ("claims", *LISTS)}
-        return self._result(parts, ParseStatus(status="valid", detail="parsed executor evidence contract"), menu)
+        return self._result(parts, ParseStatus(status="valid", detail="parsed executor evidence contract"), menu,
+                            text_cap=cap, language=language)
 
     @staticmethod
     def _result(parts: dict | ExecutorOutput, parse: ParseStatus, menu: Menu | None = None,
-                error: Finding | None = None) -> dspy.Prediction:
+                error: Finding | None = None, text_cap: int | None = None,
+                language: Language | None = None) -> dspy.Prediction:
         if isinstance(parts, ExecutorOutput):
-            return dspy.Prediction(output=parts, parse_status=parse, drafts=[], refused=[], error=error)
+            return dspy.Prediction(output=parts, parse_status=parse, drafts=[], refused=[], error=error, text_cap=None)
         drafts = parts.get("claims", [])
-        claims, refused = menu.expand(drafts)
+        claims, refused = menu.expand(drafts, language)
         output = ExecutorOutput(claims=claims, **{name: parts.get(name, []) for name in LISTS})
-        return dspy.Prediction(output=output, parse_status=parse, drafts=drafts, refused=refused, error=error)
+        return dspy.Prediction(output=output, parse_status=parse, drafts=drafts, refused=refused, error=error,
+                               text_cap=text_cap)
 
 
 def _same_claims(drafts: list, before: list) -> bool:

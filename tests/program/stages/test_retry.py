@@ -3,18 +3,18 @@ asked once more, told why in the checks' own words; a second look's lines reach 
 attempts are recorded and shown; the one the checks score higher is used (issue: the checks as DSPy
 assertions)."""
 
-import re
-
 import pytest
 
 from devset.gold import refs_in
 from program.entry.api import diagnose
 from program.entry.page import render_session
 from program.evidence.checks import REVISABLE
+from program.evidence.citations import Menu
+from program.lm.adapter import TEXT_MAX_CHARS, citation_patch
 from program.evidence.relevance import Target, off_topic
 from program.evidence.statements import state_conflicts
 from contracts import ClaimDraft
-from signatures.demos import STATE_CONFLICT, STILL_FIRING, UNNAMED, for_language, retry_demos
+from signatures.demos import REVISIONS, STATE_CONFLICT, STILL_FIRING, UNNAMED, for_language, retry_demos
 from signatures.diagnosis import RETRY_INSTRUCTIONS
 from tests.support.good_lm import good_lm
 from tests.support.scripted import field_value, scripted_lm
@@ -65,9 +65,9 @@ def test_a_claim_that_echoes_the_question_s_presumption_is_asked_again_told_why(
     result = diagnose(CPU_QUESTION, lm=lm, db=store)
     assert result.verdict == "PASS" and result.claims[0].claim.claim_text.endswith("仍在触发，当前 92%")
     assert told[0] == "none"
-    # Told in the checks' own words, with the claim as it was written.
+    # Told in the checks' own words, never with the refused claim's text, which a small model copies.
     assert "verdict.state_conflict: the statement says the alert is not firing, but the alert it cites is firing" in told[1]
-    assert "已经恢复了" in told[1]
+    assert "已经恢复了" not in told[1]
     record = store.get_session(result.session_id)
     first, second = record.executor_attempts
     assert (first.used, second.used) == (False, True)
@@ -280,7 +280,7 @@ def test_the_retry_is_asked_anew_and_never_shown_the_refused_attempt_as_an_answe
     (first_user, first_demos), (second_user, second_demos) = seen
     executor_systems = [system for (stage, _), system in zip(lm.engine.calls, lm.engine.systems) if stage == "claims"]
     assert " ".join(RETRY_INSTRUCTIONS.split()) in " ".join(executor_systems[1].split())
-    assert "Never write a refused claim again" not in executor_systems[0]
+    assert "This is a new attempt" not in executor_systems[0]
     # The shipped demos, then the worked revisions, each in the question's language (two turns each);
     # no demo holds the refused claim.
     revisions = for_language(retry_demos(), "zh")
@@ -290,7 +290,7 @@ def test_the_retry_is_asked_anew_and_never_shown_the_refused_attempt_as_an_answe
     assert not [d for d in second_demos if "告警已恢复" in d]
     told = field_value(second_user, "retry_context")
     label = point(field_value(second_user, "observations"), "HighCPUUsage")
-    assert f"Refused claim-1: observation citing {label}: 'payment-service 的 HighCPUUsage 告警已恢复'" in told
+    assert f"Refused claim-1: the observation citing {label}\n" in told and "告警已恢复" not in told
     assert "- verdict.state_conflict: the statement says the alert is not firing" in told
     # What the claim cited is said last, nearest to where the model writes.
     assert told.endswith(f"- {label} shows: HighCPUUsage firing, service=payment-service, current=92%, "
@@ -339,24 +339,84 @@ def test_a_negative_refused_for_its_wording_still_gets_the_second_look(cases, st
     assert record.usage["executor"].lm_calls == 2
 
 
-# The refused claim as the retry context quotes it (repr: in double quotes when it holds a quote).
-REFUSED = r"""Refused claim-1: observation citing \S+ \S+: (['"])(.*)\1"""
-
-
 @pytest.mark.parametrize("language", ["en", "zh"])
 def test_the_worked_revisions_quote_the_checks_as_they_word_their_findings(language):
-    """Each demo's findings are what the checks say of its refused claim, and its revision is one they
-    let through; the states go both ways, so no state word is the lesson; each language has all three."""
+    """Each demo's findings are what the checks say of its refused claim, and its revision points at a
+    ref whose quote they let through; the states go both ways, so no state word is the lesson; each
+    language has all three; no demo shows the refused claim's text."""
     resolved, firing, looked = for_language(retry_demos(), language)
+    (_, resolved_text), (_, firing_text), (_, looked_text) = (r[0][language] for r in REVISIONS)
     target = Target(services=("checkout-service",), topics=())
-    for demo, state, expected in ((resolved, "resolved", [STILL_FIRING]), (firing, "firing", [STATE_CONFLICT])):
+    for demo, refused, state, expected in ((resolved, resolved_text, "resolved", [STILL_FIRING]),
+                                           (firing, firing_text, "firing", [STATE_CONFLICT])):
         ref = demo.invocations[0].retrieval_details.evidence_refs[0]
         assert ref.text.startswith(f"DiskPressure {state}")
-        refused = re.search(REFUSED, demo.retry_context).group(2)
         assert state_conflicts(refused, {state}, [ref.text]) == expected
         assert all(f"verdict.state_conflict: {m}" in demo.retry_context for m in expected)
-        assert state_conflicts(demo.claims[0].claim_text, {state}, [ref.text]) == []
-        assert off_topic(demo.claims[0].claim_text, [ref.text], target) is None
-    refused = re.search(REFUSED, resolved.retry_context).group(2)
-    assert off_topic(refused, [], target) == UNNAMED and UNNAMED in resolved.retry_context
+        (revision,), _ = Menu(demo.invocations).expand(demo.claims, language)
+        assert demo.claims[0].claim_text == "" and f"DiskPressure {state}" in revision.claim_text
+        assert state_conflicts(revision.claim_text, {state}, [ref.text]) == []
+        assert off_topic(revision.claim_text, [ref.text], target) is None
+    assert off_topic(resolved_text, [], target) == UNNAMED and UNNAMED in resolved.retry_context
+    assert not [d for d, text in ((resolved, resolved_text), (firing, firing_text), (looked, looked_text))
+                if text in d.retry_context]
     assert looked.claims[0].evidence_bindings == ["#6 $.logs[0]"] and "found #6 $.logs[0]" in looked.retry_context
+
+
+@pytest.mark.parametrize("narrowed", [True, False])
+def test_a_claim_cut_off_at_the_schema_s_length_is_asked_again_shorter(cases, store, monkeypatch, narrowed):
+    """Under the narrowed schema a claim text ends at its cap, often mid-word (slow_orders_endpoint_en:
+    "GET /api/v1/usersorders"): that is not the statement the model was writing, so it is refused as
+    cut off, and the retry is told to say it in fewer words. Unnarrowed, the same length is no cut."""
+    monkeypatch.setattr("program.stages.pipeline.narrows", lambda lm: narrowed)
+    long = ("payment-service 的 HighCPUUsage 告警正在触发，当前 92%，" * 20)[:TEXT_MAX_CHARS]
+    told = []
+
+    def executor(observations, attempt, user):
+        told.append(field_value(user, "retry_context"))
+        return claim("observation", long if attempt == 1 else "payment-service 的 HighCPUUsage 告警正在触发，当前 92%",
+                     point(observations, "HighCPUUsage firing"))
+
+    result = diagnose(CPU_QUESTION, lm=good_lm(cpu_case(cases), planner=planner(CPU_LOOKUP), executor=executor), db=store)
+    record = store.get_session(result.session_id)
+    assert result.verdict == "PASS"
+    if narrowed:
+        first, second = record.executor_attempts
+        assert [f.rule for f in first.blocked] == ["verdict.cut_off"] and second.used
+        assert f"cut off at {TEXT_MAX_CHARS} characters" in told[1] and long not in told[1]
+        assert result.claims[0].claim.claim_text.endswith("当前 92%")
+    else:
+        (only,) = record.executor_attempts
+        assert only.blocked == [] and result.claims[0].claim.claim_text == long
+
+
+def test_a_retry_points_and_code_quotes_what_it_points_at(cases, store, monkeypatch):
+    """The retry writes no text, under a schema that allows none: the 1.5B echoed the question's
+    presumption in every retry it wrote ("was resolved this morning, current=91%" of a firing alert,
+    bench-20261202T115841Z). Code quotes the alert pointed at, in the answer's language, and that
+    quote is what is checked and verified."""
+    monkeypatch.setattr("program.stages.pipeline.narrows", lambda lm: True)
+
+    def executor(observations, attempt, user):
+        label = point(observations, "HighCPUUsage firing")
+        return claim("observation", "payment-service 的 HighCPUUsage 告警已经恢复了" if attempt == 1 else "", label)
+
+    lm = good_lm(cpu_case(cases), planner=planner(CPU_LOOKUP), executor=executor)
+    result = diagnose(CPU_QUESTION, lm=lm, db=store)
+    record = store.get_session(result.session_id)
+    first, second = record.executor_attempts
+    assert second.used and second.drafts[0].claim_text == ""
+    (verified,) = result.claims
+    assert verified.claim.claim_text == "证据显示：HighCPUUsage firing, service=payment-service, current=92%, " \
+                                        "threshold=80%, duration=12m"
+    assert result.verdict == "PASS"
+
+
+def test_only_a_retry_s_schema_forbids_claim_text():
+    """The first attempt writes its claims; the retry's schema allows claim_text only empty."""
+    calls = retry_demos()[0].invocations
+    menu = Menu(calls)
+    for pointing, allowed in ((False, {"type": "string", "maxLength": TEXT_MAX_CHARS}), (True, {"const": ""})):
+        schema = citation_patch(menu, narrow=True, pointing=pointing)(
+            {"properties": {"claims": {"type": "array"}}, "$defs": {"ClaimDraft": {}}})
+        assert [b["properties"]["claim_text"] for b in schema["$defs"]["ClaimDraft"]["anyOf"]] == [allowed]
