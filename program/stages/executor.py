@@ -105,7 +105,8 @@ class Cite(dspy.Module):
         if constrain is None:
             constrain = narrows(dspy.settings.lm)
         config = narrowing(citation_patch(menu, narrow=narrow, pointing=retry)) if constrain else {}
-        cap = TEXT_MAX_CHARS if constrain else None
+        # A pointing retry writes no text: the quote code writes for it has no cap to reach.
+        cap = TEXT_MAX_CHARS if constrain and not retry else None
         try:
             demos = for_language([*self.predict.demos, *self.retry_demos] if retry else self.predict.demos, language)
             pred = self.predict(signature=signature, config=config, demos=demos, language=language,
