@@ -104,7 +104,7 @@ def check(case: Case, store: AuditStore, number: int) -> list[Outcome]:
         drafts = [ClaimDraft.model_validate(d) for d in case.claims(list(run.recorder.invocations))]
     except (GoldUnavailable, LookupError, ValueError) as exc:
         return [Outcome(case, "", problem=f"{type(exc).__name__}: {exc}")]
-    claims, refused = Menu(run.recorder.invocations).expand(drafts)
+    claims, refused = Menu(run.recorder.invocations).expand(drafts, run.language)
     # Checked as the embedded model's claims are, written under the narrowed schema's length cap.
     attempt = dspy.Prediction(output=ExecutorOutput(claims=claims), refused=refused, text_cap=TEXT_MAX_CHARS,
                               parse_status=ParseStatus(status="valid", detail="benchmark claims"))

@@ -92,6 +92,8 @@ class ClaimView:
     overrides: list[Finding]
     labels: list[str]
     refs: list[RefView]
+    # The executor wrote no text: the claim's text is code's quote of what it pointed at.
+    quoted: bool = False
 
 
 def _cited_text(binding: CheckedBinding, invocations: dict[int, ToolInvocation]) -> tuple[str | None, str]:
@@ -153,7 +155,8 @@ def _claims(output: ExecutorOutput | None, gate: GatekeeperResult | None, drafts
     checked = gate.checked_bindings if gate else []
     for number, claim in enumerate(output.claims if output else []):
         judgement = judgements.get(claim.claim_id)
-        labels = [b for b in drafts[number].evidence_bindings if isinstance(b, str)] if number < len(drafts) else []
+        draft = drafts[number] if number < len(drafts) else None
+        labels = [b for b in draft.evidence_bindings if isinstance(b, str)] if draft else []
         views.append(ClaimView(
             number=number + 1,
             claim=claim,
@@ -161,6 +164,7 @@ def _claims(output: ExecutorOutput | None, gate: GatekeeperResult | None, drafts
             judgement=judgement,
             overrides=[o for o in overrides if o.claim_id == claim.claim_id],
             labels=labels,
+            quoted=draft is not None and not draft.claim_text.strip(),
             refs=_refs([cb for cb in checked if cb.claim_id == claim.claim_id], invocations)))
     return views
 

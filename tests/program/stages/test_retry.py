@@ -410,6 +410,8 @@ def test_a_retry_points_and_code_quotes_what_it_points_at(cases, store, monkeypa
     assert verified.claim.claim_text == "证据显示：HighCPUUsage firing, service=payment-service, current=92%, " \
                                         "threshold=80%, duration=12m"
     assert result.verdict == "PASS"
+    html = render_session(record, store.list_invocations(result.session_id))
+    assert html.count("wrote no text: the claim is code's quote of what it pointed at") == 1
 
 
 def test_only_a_retry_s_schema_forbids_claim_text():
