@@ -45,7 +45,6 @@ from program.lm.embedding import QuestionEmbedder  # noqa: E402
 from program.lm.engine import lm_spec, resolve_lm  # noqa: E402
 from program.lm.transcript import recording_lm, replaying_lm  # noqa: E402
 from contracts import ExecutorOutput, ParseStatus  # noqa: E402
-from tools.catalog import active_catalog  # noqa: E402
 from tools.functions import TOOLBOX  # noqa: E402
 
 def parse_args(argv):
@@ -217,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     with devset_world():
         say("loading the devset and recording the gold tool calls through the recorder, in the devset's world")
         cases = load_devset()
-        evidence = record(cases, active_catalog(), TOOLBOX)
+        evidence = record(cases, TOOLBOX)
         examples = {cid: rec.example() for cid, rec in evidence.items()}
         train = [e for cid, e in examples.items() if evidence[cid].case["split"] == "train"]
         held = [e for cid, e in examples.items() if evidence[cid].case["split"] == "held-out"]

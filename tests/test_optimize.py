@@ -72,7 +72,7 @@ def test_optimize_saves_a_program_for_its_lm_and_diagnose_uses_it_only_there(run
     assert [r["kind"] for r in results["rows"]] == ["uncompiled", "candidate", "candidate", "candidate", "reference",
                                                     "reference", "reference"]
     assert by["uncompiled"]["held_out"] < 0.5 < by["labeled"]["held_out"] == by["stratified"]["held_out"]
-    assert by["gold"]["held_out"] == 1.0 and by["rule"]["held_out"] <= 0.7
+    assert by["gold"]["held_out"] == 1.0 and by["rule"]["held_out"] < 0.75
     assert "no training run" in by["bootstrap"]["note"]
     gain = by["labeled"]["gain"]
     assert gain["cases"] == 40 and 0 < gain["low"] <= gain["gain"] <= gain["high"]
@@ -178,10 +178,9 @@ def test_replay_rescores_a_run_without_the_model_and_notices_a_changed_transcrip
 def test_stratified_demos_show_each_stratum_once():
     from devset import devset_world
     from devset.recorded import record
-    from tools.catalog import active_catalog
 
     with devset_world():
-        evidence = record(DEVSET, active_catalog(), TOOLBOX)
+        evidence = record(DEVSET, TOOLBOX)
     train = [r.example() for r in evidence.values() if r.case["split"] == "train"]
     chosen = stratified(train, evidence)
     shown = [stratum(evidence[e.case_id]) for e in chosen]
