@@ -22,6 +22,7 @@ from tests.support.scripted import ScriptedEngine, field_value
 from tools.functions import TOOLBOX
 
 DEVSET = [c for c in load_devset() if c["runs_lm"]]
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 DEMO_QUESTIONS = [q for c in DEVSET for q in (c["question"], (c["translation"] or {}).get("question")) if q]
 
 
@@ -234,6 +235,19 @@ def test_a_rescore_refuses_candidates_the_metric_compiles(run_optimize, capsys, 
     with pytest.raises(SystemExit) as exit_info:
         optimize.main(["--rescore", str(run_dir), "--out", str(tmp_path / "again")])
     assert exit_info.value.code == 2 and "bootstrap compile by the metric or the model" in capsys.readouterr().err
+
+
+def test_the_committed_rescore_is_what_rescoring_the_committed_run_gives(monkeypatch, tmp_path):
+    """results/rescored-20261201T184632Z is the committed run's replies under this code's metric."""
+    from optimization.replay import scores
+    from program.lm.models import EMBEDDED_MODELS
+
+    monkeypatch.setattr(optimize, "resolve_lm", lambda spec: untouchable_lm(EMBEDDED_MODELS["embedded"].model))
+    assert optimize.main(["--rescore", str(RESULTS / "20261201T184632Z"), "--out", str(tmp_path)]) == 0
+    again = json.loads((tmp_path / "rescored-20261201T184632Z" / "results.json").read_text())
+    committed = json.loads((RESULTS / "rescored-20261201T184632Z" / "results.json").read_text())
+    assert scores(again) == scores(committed)
+    assert [r["normalised"] for r in again["runs"]] == [r["normalised"] for r in committed["runs"]]
 
 
 def test_stratified_demos_show_each_stratum_once():
