@@ -2,6 +2,7 @@
 
     python optimize.py                          # record, compile, evaluate, compare, save
     python optimize.py --replay results/<run>   # re-score a run from its transcript, no model
+    python optimize.py --rescore results/<run>  # its replies under this code's metric: results/rescored-<run>/
 
 The program tuned is the module diagnose() runs: the pipeline's citation module
 (program.stages.executor.Cite), compiled through its one predictor, on recorded evidence. Each devset
@@ -13,6 +14,8 @@ metric's ceiling) and the best candidate per case. The gain is the held-out scor
 uncompiled program's, with a paired bootstrap interval as its noise; the best candidate is saved,
 with the LM it was compiled for, only when that interval lies above zero. Every LM request and reply
 goes to `transcript.jsonl`; under greedy decoding an exact repeat is answered from it and counted.
+Each case's score is also reported normalised, between what an output with no claim scores on it
+and what its gold output scores.
 """
 
 from __future__ import annotations
@@ -30,22 +33,19 @@ import signatures  # noqa: F401  (keeps litellm offline before dspy loads)
 import dspy  # noqa: E402
 
 from devset import devset_world, load_devset  # noqa: E402
-from devset.recorded import WEIGHTS, Recorded, output_of, record, score_output  # noqa: E402
+from devset.recorded import WEIGHTS, Recorded, Recording, output_of, record, recording_of, score_output  # noqa: E402
 from devset.rule import LookupRule  # noqa: E402
-from optimization.candidates import DEFAULT, OPTIMIZERS, SAVABLE, Settings, compile_candidate  # noqa: E402
+from optimization.candidates import DEFAULT, OPTIMIZERS, RESCORABLE, SAVABLE, Settings, compile_candidate  # noqa: E402
 from optimization.experiment import CaseRun, Calls, Progress, Row, evaluate, say  # noqa: E402
-from optimization.replay import RECORDED_ARGS, ReplayError, differences, read_run  # noqa: E402
+from optimization.replay import REPLY_INPUTS, RECORDED_ARGS, ReplayError, differences, read_run, rescored  # noqa: E402
 from optimization.report import screenshot, write_report  # noqa: E402
 from optimization.statistics import INTERVAL, RESAMPLES, paired_gain, part_correlation  # noqa: E402
-from program.evidence.citations import Menu  # noqa: E402
 from program.lm.adapter import adapter_for  # noqa: E402
 from program.stages.executor import Cite  # noqa: E402
 from program.stages.compiled import lm_identity, save_program  # noqa: E402
 from program.lm.embedding import QuestionEmbedder  # noqa: E402
 from program.lm.engine import lm_spec, resolve_lm  # noqa: E402
 from program.lm.transcript import recording_lm, replaying_lm  # noqa: E402
-from contracts import ExecutorOutput, ParseStatus  # noqa: E402
-from tools.catalog import active_catalog  # noqa: E402
 from tools.functions import TOOLBOX  # noqa: E402
 
 def parse_args(argv):
@@ -63,12 +63,17 @@ def parse_args(argv):
     parser.add_argument("--train-scores", action="store_true", help="also score every program on the training split")
     parser.add_argument("--out", default="results", help="folder for results/<run>/")
     parser.add_argument("--compiled-dir", help="where to save the chosen program (default: compiled/)")
-    parser.add_argument("--replay", help="a run folder to re-score from its transcript and embeddings, without the model")
+    again = parser.add_mutually_exclusive_group()
+    again.add_argument("--replay", help="a run folder to re-score from its transcript and embeddings, without the model")
+    again.add_argument("--rescore", help="a run folder whose recorded replies to score under this code's metric, on "
+                                         "the evidence as that run recorded it, without the model; written to "
+                                         "<--out>/rescored-<run>/")
     args = parser.parse_args(argv)
+    args.source = Path(args.replay or args.rescore) if (args.replay or args.rescore) else None
     recorded = None
-    if args.replay:
+    if args.source:
         try:
-            recorded = read_run(Path(args.replay))
+            recorded = read_run(args.source)
         except ReplayError as exc:
             parser.error(str(exc))
         for key in RECORDED_ARGS:
@@ -77,6 +82,10 @@ def parse_args(argv):
     unknown = [n for n in args.names if n not in OPTIMIZERS]
     if unknown:
         parser.error(f"unknown optimizer(s) {', '.join(unknown)}; choose from {', '.join(OPTIMIZERS)}")
+    if args.rescore and (moved := [n for n in args.names if n not in RESCORABLE]):
+        parser.error(f"--rescore {args.rescore}: {', '.join(moved)} compile by the metric or the model, so under "
+                     f"another metric they would compile other programs than the replies were written for; "
+                     f"only {', '.join(RESCORABLE)} can be re-scored")
     if min(args.k, args.gepa_calls, args.gepa_val, args.mipro_trials) < 1:
         parser.error("--k, --gepa-calls, --gepa-val and --mipro-trials must be at least 1")
     if not 0 < args.threshold <= 1:
@@ -92,19 +101,10 @@ def reference_rows(examples: list[dspy.Example], evidence: dict[str, Recorded]) 
     gold = Row("gold", "reference", "the devset's gold outputs: the metric's ceiling")
     for example in examples:
         recorded = evidence[example.case_id]
-        for row, output in ((rule, output_of(LookupRule()(**example.inputs()))), (gold, gold_output(example))):
+        for row, output in ((rule, output_of(LookupRule()(**example.inputs()))), (gold, recorded.gold_output())):
             scored = score_output(recorded, *output)
-            case = recorded.case
-            row.runs.append(CaseRun(row.label, case["case_id"], case["family"], case["kind"], case["split"], scored.score,
-                                    scored.parts, scored.verdict, case["expected_verdict"], scored.gatekeeper,
-                                    scored.failed_rules + scored.blocked_rules, 0, 0.0, False,
-                                    "; ".join(scored.feedback) or "all checks passed"))
+            row.runs.append(CaseRun.of(row.label, recorded, scored, "; ".join(scored.feedback) or "all checks passed"))
     return [rule, gold]
-
-
-def gold_output(example: dspy.Example):
-    claims, refused = Menu(example.invocations).expand(example.claims)
-    return ExecutorOutput(claims=claims), ParseStatus(status="valid", detail="the gold output"), refused
 
 
 def best_per_case(programs: list[Row]) -> Row:
@@ -163,7 +163,9 @@ def payload_of(meta: dict, rows: list[Row], gains: dict) -> dict:
     return {
         "meta": meta,
         "rows": [{"label": r.label, "kind": r.kind, "note": r.note, "compile_seconds": r.compile_seconds,
-                  "train": r.mean("train"), "held_out": r.mean("held-out"), "gain": gains.get(r.label)} for r in rows],
+                  "train": r.mean("train"), "held_out": r.mean("held-out"),
+                  "train_normalised": r.mean("train", normalised=True),
+                  "held_out_normalised": r.mean("held-out", normalised=True), "gain": gains.get(r.label)} for r in rows],
         "parts": {"names": names, "weights": WEIGHTS,
                   "means": {row.label: {p: round(sum(r.parts.get(p, 0.0) for r in held) / len(held), 3) for p in names}
                             for row in rows if (held := [r for r in row.runs if r.split == "held-out"])}},
@@ -192,22 +194,26 @@ def analysis(rows: list[Row]) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     args, recorded = parse_args(argv)
     started = time.perf_counter()
-    run_id = recorded["meta"]["run_id"] if recorded else datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    out = Path(args.replay) / "replay" if args.replay else Path(args.out) / run_id
+    source_id = recorded["meta"]["run_id"] if recorded else None
+    run_id = f"rescored-{source_id}" if args.rescore else source_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
+    out = args.source / "replay" if args.replay else Path(args.out) / run_id
     out.mkdir(parents=True, exist_ok=True)
-    source = Path(args.replay) if args.replay else out
+    source = args.source or out
+    # A replay and a rescore record the evidence as their run did: its replies cite those refs.
+    recording = recording_of(recorded["meta"]) if recorded else Recording()
     base_lm = resolve_lm(args.lm)
     try:
-        lm = replaying_lm(base_lm, source / "transcript.jsonl") if args.replay else recording_lm(base_lm, out / "transcript.jsonl")
+        lm = (replaying_lm(base_lm, source / "transcript.jsonl", by_inputs=REPLY_INPUTS if args.rescore else ())
+              if recorded else recording_lm(base_lm, out / "transcript.jsonl"))
     except ValueError as exc:  # a transcript line that is no entry
-        print(f"python optimize.py: error: --replay {source}: {exc}", file=sys.stderr)
+        print(f"python optimize.py: error: {'--rescore' if args.rescore else '--replay'} {source}: {exc}", file=sys.stderr)
         return 2
     # The teacher and the reflection model answer from the same transcript, so a replay needs none of them.
-    args.teacher_lm = lm if args.teacher and args.replay else (recording_lm(resolve_lm(args.teacher), out / "transcript.jsonl")
-                                                             if args.teacher else None)
-    args.reflection = (lm if args.reflection_lm and args.replay else recording_lm(resolve_lm(args.reflection_lm), out / "transcript.jsonl")
+    args.teacher_lm = lm if args.teacher and recorded else (recording_lm(resolve_lm(args.teacher), out / "transcript.jsonl")
+                                                          if args.teacher else None)
+    args.reflection = (lm if args.reflection_lm and recorded else recording_lm(resolve_lm(args.reflection_lm), out / "transcript.jsonl")
                        if args.reflection_lm else None)
-    args.embedder = (QuestionEmbedder(replay=source / "embeddings.json") if args.replay
+    args.embedder = (QuestionEmbedder(replay=source / "embeddings.json") if recorded
                      else QuestionEmbedder(record=out / "embeddings.json")) if "knn" in args.names else None
     calls = Calls()
 
@@ -217,12 +223,12 @@ def main(argv: list[str] | None = None) -> int:
     with devset_world():
         say("loading the devset and recording the gold tool calls through the recorder, in the devset's world")
         cases = load_devset()
-        evidence = record(cases, active_catalog(), TOOLBOX)
+        evidence = record(cases, TOOLBOX, recording)
         examples = {cid: rec.example() for cid, rec in evidence.items()}
         train = [e for cid, e in examples.items() if evidence[cid].case["split"] == "train"]
         held = [e for cid, e in examples.items() if evidence[cid].case["split"] == "held-out"]
         say(f"{len(train)} training and {len(held)} held-out cases; LM {lm_spec(args.lm)}"
-            + (f", replayed from {source}" if args.replay else ""))
+            + (f", its replies re-scored from {source}" if args.rescore else f", replayed from {source}" if args.replay else ""))
         with dspy.context(lm=lm, adapter=adapter_for(lm), callbacks=[*dspy.settings.callbacks, calls]):
             baseline, candidates, programs = run_candidates(args, lm, train, held, evidence, calls, repeats)
         references = reference_rows(train + held, evidence)
@@ -234,7 +240,10 @@ def main(argv: list[str] | None = None) -> int:
             "cores": os.cpu_count(), "train_cases": len(train), "held_out_cases": len(held),
             "chosen": chosen.label if chosen else None, "why": why, "saved": None,
             "model_calls": calls.calls - repeats(), "repeats_served": repeats(), "interval": INTERVAL,
-            "resamples": RESAMPLES, "args": {k: getattr(args, k) for k in RECORDED_ARGS}}
+            "resamples": RESAMPLES, "args": {k: getattr(args, k) for k in RECORDED_ARGS},
+            "recording": asdict(recording)}
+    if args.rescore:
+        meta["rescored_from"] = str(args.source)
     if chosen is not None and gains[chosen.label]["low"] > 0:
         meta["saved"] = recorded["meta"].get("saved") if recorded else str(save_program(programs[chosen.label], run_id, base_lm))
     meta["wall_seconds"] = recorded["meta"]["wall_seconds"] if recorded else round(time.perf_counter() - started, 1)
@@ -249,10 +258,19 @@ def main(argv: list[str] | None = None) -> int:
     write_report(out, payload)
     problem = screenshot(out / "report.html", out / "report.png")
     for row in rows:
-        print(f"{row.label:>14}: train {row.mean('train')}  held-out {row.mean('held-out')}  {gains.get(row.label) or ''}")
+        print(f"{row.label:>14}: train {row.mean('train')}  held-out {row.mean('held-out')} "
+              f"(normalised {row.mean('held-out', normalised=True)})  {gains.get(row.label) or ''}")
     say(f"report: {out / 'report.html'}{'' if problem is None else f' (no screenshot: {problem})'}; "
         f"saved: {meta['saved'] or 'nothing'} ({why}); {meta['model_calls']} model calls, "
         f"{meta['repeats_served']} repeats served from the transcript")
+    if args.rescore:
+        print("\n".join(rescored(recorded, payload)))
+        if lm.engine.missing or lm.engine.unused:
+            print(f"python optimize.py: error: --rescore {source}: {lm.engine.missing} requests had no recorded reply "
+                  f"for their question and observations, and {lm.engine.unused} recorded replies were never asked for",
+                  file=sys.stderr)
+            return 1
+        return 0
     if recorded:
         changed = differences(recorded, payload)
         print(f"replay reproduces every recorded score, verdict and rule: {not changed}")

@@ -6,11 +6,19 @@ under optimization is the pipeline's own citation module (program.stages.executo
 per example, under the same schema constraints. Its output then goes through the same checks a
 diagnosis runs after citation (program.evidence.checks), and the metric's feedback names the rules
 that failed.
+
+The recording is made as `diagnose()` would make it, in two ways (`Recording`): each call's refs
+come in an order fixed per case, so that no position carries the answer across the cases of a kind,
+and the lookups the pipeline adds to the planner's (`program.stages.named_alerts`) are made, by the
+pipeline's own code. A run's results.json says how its evidence was recorded, so that a replay or a
+rescore records it the same way.
 """
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import dspy
 
@@ -18,9 +26,12 @@ from devset.gold import gold_executor_output, gold_tool_calls
 from devset.metric import citation_recall, contradicted, cut_short, narrow_problems, polarity, wrong_citations
 from program.store.audit import AuditStore
 from program.evidence.checks import CitationCheck, check_citations
+from program.evidence.citations import Menu
 from program.evidence.language import question_language
-from program.evidence.relevance import Target, question_target
-from program.evidence.scope import Scope, mentions, read_scope
+from program.evidence.relevance import Target
+from program.evidence.scope import Scope, mentions
+from program.stages.named_alerts import named_alert_calls
+from program.stages.run import Run
 from contracts import (
     ClaimDraft,
     ExecutorOutput,
@@ -31,16 +42,55 @@ from contracts import (
     ToolInvocation,
 )
 from tools.calls import tool_call_contract
-from tools.catalog import Catalog
-from tools.declaration import Toolbox
-from tools.recorder import ToolInvocationRecorder, render_observations
+from tools.declaration import ToolDeclaration, Toolbox
+from tools.recorder import render_observations
 
 # The gatekeeper is the core: a citation that is not real earns nothing else. Every other part measures
 # something a user sees, and optimize.py reports how the parts correlate over a run. "verdict" holds
-# the scope checks: as a part of its own, scope was the verdict's bit on all 80 runs of the committed
-# run (results/20261201T184632Z).
+# the scope checks (as a part of its own, scope was the verdict's bit on all 80 runs of
+# results/20261201T184632Z) and needs the right polarity (7 of that run's 40 uncompiled runs had the
+# expected verdict for the opposite answer).
 WEIGHTS = {"gatekeeper": 0.20, "verdict": 0.25, "refs": 0.20, "polarity": 0.15, "facts": 0.10, "consistent": 0.05,
            "whole": 0.05}
+
+
+@dataclass(frozen=True)
+class Recording:
+    """How a case's evidence is recorded. `shuffled_refs`: each call's output list in an order fixed
+    by the case id. `named_alert_lookups`: the lookups of the question's named alerts that diagnose()
+    adds to the planner's calls, before them, as it runs them."""
+
+    shuffled_refs: bool = True
+    named_alert_lookups: bool = True
+
+
+# How every run before both existed recorded its evidence (results/20261201T184632Z): its replies
+# cite the refs in this order, so only this recording can score them again.
+UNSHUFFLED = Recording(shuffled_refs=False, named_alert_lookups=False)
+
+
+def recording_of(meta: dict) -> Recording:
+    """The recording a run's results.json names; a run that names none predates `Recording`."""
+    return Recording(**meta["recording"]) if "recording" in meta else UNSHUFFLED
+
+
+def shuffled(toolbox: Toolbox, seed: str) -> Toolbox:
+    """`toolbox` with the items of each call's output list in an order drawn from `seed`. The refs
+    are taken from those items as stored, so every path, the gold bindings (found by needle) and the
+    expected refs agree with the order the executor is shown."""
+    draw = random.Random(seed)
+
+    def reordered(declaration: ToolDeclaration) -> ToolDeclaration:
+        def answer(**arguments):
+            output = declaration(**arguments)
+            items = output.get(declaration.items) if isinstance(output, dict) else None
+            if not isinstance(items, list):
+                return output
+            return {**output, declaration.items: draw.sample(items, len(items))}
+
+        return declaration.answered_by(answer)
+
+    return toolbox.with_tools(*(reordered(d) for d in toolbox))
 
 
 @dataclass
@@ -75,29 +125,56 @@ class Recorded:
                             missing_info=gold["missing_info"], recommended_actions=[]
                             ).with_inputs("language", "question", "plan", "invocations", "narrow", "retry_context")
 
+    def gold_output(self) -> tuple[ExecutorOutput, ParseStatus, list[Finding]]:
+        """The gold claims as the executor points at them, expanded by code as its own are."""
+        claims, refused = Menu(self.invocations).expand(self.example().claims)
+        return ExecutorOutput(claims=claims), ParseStatus(status="valid", detail="the gold output"), refused
 
-def record(cases: list[dict], catalog: Catalog, toolbox: Toolbox) -> dict[str, Recorded]:
-    """Run every LM case's gold tool calls once on `toolbox`, in one in-memory audit store."""
+    @cached_property
+    def floor(self) -> float:
+        """What an output with no claim scores on this case."""
+        return score_output(self, ExecutorOutput()).score
+
+    @cached_property
+    def ceiling(self) -> float:
+        """What the gold output scores on this case."""
+        return score_output(self, *self.gold_output()).score
+
+    def normalised(self, score: float) -> float:
+        """`score` on the case's own range: 0 for no claim, 1 for the gold output."""
+        if self.ceiling <= self.floor:
+            raise ValueError(f"{self.case['case_id']}: its gold output scores {self.ceiling}, no more than an "
+                             f"output with no claim ({self.floor}), so no score can be normalised on it")
+        return round((score - self.floor) / (self.ceiling - self.floor), 4)
+
+
+def record(cases: list[dict], toolbox: Toolbox, recording: Recording = Recording()) -> dict[str, Recorded]:
+    """Run every LM case's gold tool calls once on `toolbox`, in one in-memory audit store, in a run
+    set up as diagnose() sets one up (its scope and target are the pipeline's, read from the active
+    sources)."""
     store = AuditStore("sqlite://")
     call_contract = tool_call_contract(toolbox)
     recorded = {}
     for case in cases:
         if not case["runs_lm"]:
             continue
-        session = f"devset-{case['case_id']}"
-        recorder = ToolInvocationRecorder(store, session, toolbox)
-        for call in gold_tool_calls(case):
-            tool_call = call_contract(**call)
-            recorder.call(tool_call.tool_name, **tool_call.arguments())
-        scope = read_scope(case["question"], catalog)
+        tools = shuffled(toolbox, case["case_id"]) if recording.shuffled_refs else toolbox
+        run = Run(question=case["question"], session_id=f"devset-{case['case_id']}", lm_model="", store=store,
+                  toolbox=tools, language=question_language(case["question"]))
+        run.read_sources()
+        calls = [call_contract(**call) for call in gold_tool_calls(case)]
+        if recording.named_alert_lookups:
+            calls = [*named_alert_calls(run, tools, calls), *calls]
+        for call in calls:
+            run.recorder.call(call.tool_name, **call.arguments())
         gold_plan = case["gold"]["plan"]
-        plan = PlannerOutput(scope="narrow" if scope.narrow else "broad", target_services=gold_plan["target_services"],
-                             topics=gold_plan["topics"], excluded_topics=list(scope.excluded_topics))
+        plan = PlannerOutput(scope="narrow" if run.scope.narrow else "broad",
+                             target_services=gold_plan["target_services"], topics=gold_plan["topics"],
+                             excluded_topics=list(run.scope.excluded_topics))
         recorded[case["case_id"]] = Recorded(
-            case=case, store=store, session_id=session, toolbox=toolbox, invocations=list(recorder.invocations),
-            scope=scope, target=question_target(case["question"], catalog).without(scope.excluded_terms), plan=plan,
-            observations=render_observations(recorder.invocations), names=catalog.names,
-            topics=catalog.topic_groups())
+            case=case, store=store, session_id=run.session_id, toolbox=tools, invocations=list(run.recorder.invocations),
+            scope=run.scope, target=run.target, plan=plan, observations=render_observations(run.recorder.invocations),
+            names=run.catalog.names, topics=run.catalog.topic_groups())
     return recorded
 
 
@@ -144,8 +221,17 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
         feedback.append(f"forbidden terms in claims: {', '.join(hits)}")
     problems = narrow_problems(claims) if recorded.scope.narrow else []
     feedback.extend(problems)
-    # The right verdict, reached in scope: an answer that strays or over-claims is not the one asked for.
-    parts["verdict"] = float(verdict == case["expected_verdict"] and not hits and not problems)
+
+    said = {polarity(c.claim_text, c.claim_type) for c in verifiable}
+    parts["polarity"] = float(said == set(case["expected_polarity"]))
+    if verifiable and not parts["polarity"]:
+        feedback.append(f"the claims say the asked thing is {' and '.join(sorted(said))}; the evidence says "
+                        f"{' and '.join(case['expected_polarity'])}")
+    # The right verdict, reached in scope, for the right answer: an answer that strays or over-claims
+    # is not the one asked for, and a PASS that says "exhausted" where the evidence says "healthy"
+    # is the wrong answer passed, not the right verdict.
+    parts["verdict"] = float(verdict == case["expected_verdict"] and not hits and not problems
+                             and bool(parts["polarity"]))
 
     recall, missed = citation_recall(case["expected_refs"], gate, recorded.invocations)
     wrong_hits = wrong_citations(case["wrong_refs"], gate, recorded.invocations)
@@ -156,12 +242,6 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
     feedback.extend(f"did not cite the {r['tool_name']} ref containing {' or '.join(map(repr, r['needles']))}"
                     for r in missed)
     feedback.extend(f"cited a ref that does not answer the question: {text[:120]!r}" for text in wrong_hits)
-
-    said = {polarity(c.claim_text, c.claim_type) for c in verifiable}
-    parts["polarity"] = float(said == set(case["expected_polarity"]))
-    if verifiable and not parts["polarity"]:
-        feedback.append(f"the claims say the asked thing is {' and '.join(sorted(said))}; the evidence says "
-                        f"{' and '.join(case['expected_polarity'])}")
 
     stated = " ".join(c.claim_text for c in verifiable).casefold()
     missing = [f for f in case["required_facts"] if f.casefold() not in stated]
@@ -176,6 +256,7 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
     parts["whole"] = float(not cut)
     feedback.extend(f"claim {claim_id} was cut at the length cap" for claim_id in cut)
 
+    parts = {name: parts[name] for name in WEIGHTS}
     score = round(sum(WEIGHTS[k] * v for k, v in parts.items()), 4)
     return Score(score=score, parts=parts, verdict=verdict, gatekeeper=f"{gate.status}/{gate.severity}",
                  failed_rules=list(gate.failed_rules), blocked_rules=sorted({f.rule for fs in blockers.values() for f in fs}),

@@ -14,6 +14,9 @@ OPTIMIZERS = ("labeled", "stratified", "bootstrap", "knn", "gepa", "mipro")
 DEFAULT = ("stratified",)
 # Only these become a fixed program that diagnose() can load; KNN picks demos per question at run time.
 SAVABLE = ("labeled", "stratified", "bootstrap", "gepa", "mipro")
+# Compiled from the training cases alone, by no metric and no model: the same programs on every run,
+# so their recorded replies can be scored again under another metric.
+RESCORABLE = ("labeled", "stratified", "knn")
 STRATA = ("alert hit", "log hit", "no-hit", "distractor")
 
 

@@ -10,7 +10,7 @@ from datetime import datetime
 import dspy
 from dspy.utils.callback import BaseCallback
 
-from devset.recorded import Recorded, output_of, score_output
+from devset.recorded import Recorded, Score, output_of, score_output
 
 
 @dataclass
@@ -21,6 +21,11 @@ class CaseRun:
     kind: str
     split: str
     score: float
+    # The score on the case's own range: 0 is the floor (what an output with no claim scores on
+    # it), 1 the ceiling (what its gold output scores).
+    normalised: float
+    floor: float
+    ceiling: float
     parts: dict[str, float]
     verdict: str
     expected_verdict: str
@@ -30,6 +35,20 @@ class CaseRun:
     seconds: float
     repeat: bool
     feedback: str
+
+    @classmethod
+    def of(cls, label: str, recorded: Recorded, scored: Score, feedback: str, lm_calls: int = 0,
+           seconds: float = 0.0, repeat: bool = False) -> CaseRun:
+        case = recorded.case
+        return cls(label, case["case_id"], case["family"], case["kind"], case["split"], scored.score,
+                   recorded.normalised(scored.score), recorded.floor, recorded.ceiling, scored.parts, scored.verdict,
+                   case["expected_verdict"], scored.gatekeeper, scored.failed_rules + scored.blocked_rules, lm_calls,
+                   seconds, repeat, feedback)
+
+
+# What a case the program raised on scores: nothing was checked.
+RAISED = Score(score=0.0, parts={}, verdict="LOW_CONFID", gatekeeper="-", failed_rules=[], blocked_rules=[],
+               forbidden_hits=[], feedback=[])
 
 
 @dataclass
@@ -42,8 +61,8 @@ class Row:
     compile_seconds: float | None = None
     runs: list[CaseRun] = field(default_factory=list)
 
-    def mean(self, split: str) -> float | None:
-        scores = [r.score for r in self.runs if r.split == split]
+    def mean(self, split: str, normalised: bool = False) -> float | None:
+        scores = [r.normalised if normalised else r.score for r in self.runs if r.split == split]
         return round(sum(scores) / len(scores), 4) if scores else None
 
     def scores(self, split: str) -> dict[str, float]:
@@ -99,9 +118,7 @@ class CaseMetric:
         seconds = round(time.perf_counter() - self._started, 1)
         calls = self.calls.calls - self._calls
         repeat = calls > 0 and self.repeats() - self._repeats == calls
-        self.runs.append(CaseRun(self.label, case["case_id"], case["family"], case["kind"], case["split"], scored.score,
-                                 scored.parts, scored.verdict, case["expected_verdict"], scored.gatekeeper,
-                                 scored.failed_rules + scored.blocked_rules, calls, seconds, repeat, feedback))
+        self.runs.append(CaseRun.of(self.label, recorded, scored, feedback, calls, seconds, repeat))
         left = f" ({self.progress.step(seconds)})" if self.progress else ""
         say(f"  {self.label} {case['case_id']}: {scored.score:.2f} {scored.verdict} {seconds} s"
             f"{' repeat' if repeat else ''}{left}")
@@ -119,8 +136,6 @@ def evaluate(program: dspy.Module, label: str, examples: list[dspy.Example], evi
     scored = {r.case_id for r in metric.runs}
     for example, _, _ in result.results:
         if example.case_id not in scored:
-            case = evidence[example.case_id].case
-            metric.runs.append(CaseRun(label, case["case_id"], case["family"], case["kind"], case["split"], 0.0, {},
-                                       "LOW_CONFID", case["expected_verdict"], "-", [], 0, 0.0, False,
-                                       "the program raised; dspy.Evaluate scored it 0"))
+            metric.runs.append(CaseRun.of(label, evidence[example.case_id], RAISED,
+                                          "the program raised; dspy.Evaluate scored it 0"))
     return metric.runs

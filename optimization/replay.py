@@ -1,15 +1,27 @@
-"""Re-scoring a run from its own files: its results.json says how it was run, its transcript answers
-every LM request, and its embeddings answer the demo selector; nothing calls a model."""
+"""Re-scoring a run from its own files: its results.json says how it was run and how its evidence
+was recorded, its transcript answers every LM request, and its embeddings answer the demo selector;
+nothing calls a model.
+
+A replay sends the requests the run sent and must get every score back. A rescore gives each case
+the reply the run got for that question and those observations, whatever the prompt around them
+says now, and scores it under this code's metric."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+from optimization.report import number
+
 
 # What a run records of its flags, so that a replay runs the same procedure.
 RECORDED_ARGS = ("lm", "optimizers", "k", "threshold", "gepa_calls", "gepa_val", "mipro_trials", "teacher",
                  "reflection_lm", "train_scores")
+
+
+# What a citation reply was written for. The observations hold every label a reply may cite, so a
+# reply matched by them cites the same refs it cited then.
+REPLY_INPUTS = ("question", "observations")
 
 
 class ReplayError(ValueError):
@@ -46,3 +58,14 @@ def differences(recorded: dict, replayed: dict) -> list[str]:
     if len(before) != len(after):
         changed.append(f"{len(before)} scored cases recorded, {len(after)} replayed")
     return changed
+
+
+def rescored(recorded: dict, payload: dict) -> list[str]:
+    """Each row's held-out mean as the run scored it and as this code's metric scores it."""
+    before = {r["label"]: r for r in recorded["rows"]}
+    lines = [f"re-scored {recorded['meta']['run_id']} under this code's metric (held-out mean, recorded -> now):"]
+    for row in payload["rows"]:
+        old = (before.get(row["label"]) or {}).get("held_out")
+        lines.append(f"  {row['label']}: {number(old)} -> {number(row['held_out'])} "
+                     f"(normalised {number(row['held_out_normalised'])})")
+    return lines

@@ -131,7 +131,21 @@ def meta_lines(meta: dict) -> list[str]:
         f"{'-' if interval is None else f'{interval:.0%}'} paired bootstrap interval over "
         f"{meta.get('resamples', '-')} resamples.",
         f"Arguments: {args}.",
+        recording_text(meta),
     ]
+
+
+def recording_text(meta: dict) -> str:
+    """How the run's evidence was recorded, and for a rescore, whose replies it scored."""
+    recording = meta.get("recording") or {}
+    order = ("each case's refs in an order of its own" if recording.get("shuffled_refs")
+             else "the refs in the order the tools return them")
+    lookups = ("with" if recording.get("named_alert_lookups") else "without") + " the named-alert lookups diagnose() adds"
+    text = f"Evidence: {order}, {lookups}."
+    if meta.get("rescored_from"):
+        text += (f" Re-scored: the replies recorded in {meta['rescored_from']}, each matched to its case by its "
+                 "question and observations, scored under this code's metric; no model was called.")
+    return text
 
 
 def report_tables(payload: dict) -> list[Table]:
@@ -141,10 +155,29 @@ def report_tables(payload: dict) -> list[Table]:
 
 def summary_table(payload: dict) -> Table:
     rows = [[row["label"], row["kind"], number(row.get("train")), number(row.get("held_out")),
+             number(row.get("train_normalised")), number(row.get("held_out_normalised")),
              gain_text(row.get("gain")), str((row.get("gain") or {}).get("cases", "-")),
              number(row.get("compile_seconds"), 0), row.get("note") or ""] for row in payload["rows"]]
-    return Table("Summary", ["program", "kind", "train", "held-out", "held-out gain [interval]", "cases",
-                             "compile s", "note"], rows, numeric=frozenset({2, 3, 5, 6}))
+    return Table("Summary", ["program", "kind", "train", "held-out", "train normalised", "held-out normalised",
+                             "held-out gain [interval]", "cases", "compile s", "note"], rows,
+                 intro=normalised_text(payload), numeric=frozenset({2, 3, 4, 5, 7, 8}),
+                 widths=(11, 8, 6, 6, 8, 8, 12, 5, 6, 30))
+
+
+def normalised_text(payload: dict) -> str:
+    """What a normalised score is, with the floors and ceilings of this run's cases."""
+    bounds = {name: sorted({run[name] for run in payload.get("runs") or [] if run.get(name) is not None})
+              for name in ("floor", "ceiling")}
+    if not bounds["floor"]:
+        return "This run's results record no floor or ceiling per case, so no score is normalised."
+
+    def span(values: list[float]) -> str:
+        return number(values[0]) if len(values) == 1 else f"{number(values[0])} to {number(values[-1])}"
+
+    return ("Normalised: a case's score minus its floor, over its ceiling minus its floor, and the row's mean "
+            "of those; the floor is what an output with no claim scores on the case "
+            f"({span(bounds['floor'])} here), the ceiling what its gold output scores ({span(bounds['ceiling'])}). "
+            "The gain is in raw score.")
 
 
 def parts_table(payload: dict) -> Table:
@@ -189,13 +222,13 @@ def case_table(payload: dict) -> Table:
                          if value is not None and value < 1)
         calls = str(run.get("lm_calls", "-")) + (", repeat" if run.get("repeat") else "")
         rows.append([run["label"], run["case_id"], run.get("family") or "", run.get("split") or "",
-                     number(run.get("score")), verdict, run.get("gatekeeper") or "",
+                     number(run.get("score")), number(run.get("normalised")), verdict, run.get("gatekeeper") or "",
                      ", ".join(run.get("rules") or []) or "-", lost or "-", calls,
                      number(run.get("seconds"), 1), run.get("feedback") or ""])
-    head = ["program", "case", "family", "split", "score", "verdict", "gatekeeper", "rules", "parts below 1",
-            "LM calls", "s", "feedback"]
-    return Table("Per case", head, rows, numeric=frozenset({4, 10}),
-                 widths=(9, 16, 9, 5, 4, 8, 7, 13, 9, 5, 3, 12), folded=11)
+    head = ["program", "case", "family", "split", "score", "normalised", "verdict", "gatekeeper", "rules",
+            "parts below 1", "LM calls", "s", "feedback"]
+    return Table("Per case", head, rows, numeric=frozenset({4, 5, 11}),
+                 widths=(9, 15, 8, 5, 4, 5, 8, 7, 12, 9, 4, 3, 11), folded=12)
 
 
 def render_html(payload: dict, lines: list[str], tables: list[Table]) -> str:

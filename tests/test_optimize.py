@@ -10,6 +10,7 @@ import pytest
 import optimize
 from devset import load_devset
 from devset.gold import gold_executor_output
+from devset.recorded import WEIGHTS
 from optimization.candidates import STRATA, stratified, stratum
 from optimization.report import gain_text
 from optimization.statistics import paired_gain, part_correlation
@@ -21,6 +22,7 @@ from tests.support.scripted import ScriptedEngine, field_value
 from tools.functions import TOOLBOX
 
 DEVSET = [c for c in load_devset() if c["runs_lm"]]
+RESULTS = Path(__file__).resolve().parents[1] / "results"
 DEMO_QUESTIONS = [q for c in DEVSET for q in (c["question"], (c["translation"] or {}).get("question")) if q]
 
 
@@ -72,7 +74,15 @@ def test_optimize_saves_a_program_for_its_lm_and_diagnose_uses_it_only_there(run
     assert [r["kind"] for r in results["rows"]] == ["uncompiled", "candidate", "candidate", "candidate", "reference",
                                                     "reference", "reference"]
     assert by["uncompiled"]["held_out"] < 0.5 < by["labeled"]["held_out"] == by["stratified"]["held_out"]
-    assert by["gold"]["held_out"] == 1.0 and by["rule"]["held_out"] <= 0.7
+    assert by["gold"]["held_out"] == 1.0 and by["rule"]["held_out"] < 0.75
+    # On each case's range (no claim 0, the gold 1): a learner that cites the gold once shown it is at
+    # the top; every case's floor is the weight of the two parts no claim can lose.
+    assert by["gold"]["held_out_normalised"] == by["labeled"]["held_out_normalised"] == 1.0
+    floor = WEIGHTS["consistent"] + WEIGHTS["whole"]
+    assert all(r["floor"] == pytest.approx(floor) and r["ceiling"] == 1.0 for r in results["runs"])
+    for row in ("uncompiled", "rule"):
+        assert by[row]["held_out_normalised"] == pytest.approx((by[row]["held_out"] - floor) / (1 - floor), abs=1e-3)
+    assert results["meta"]["recording"] == {"shuffled_refs": True, "named_alert_lookups": True}
     assert "no training run" in by["bootstrap"]["note"]
     gain = by["labeled"]["gain"]
     assert gain["cases"] == 40 and 0 < gain["low"] <= gain["gain"] <= gain["high"]
@@ -175,13 +185,77 @@ def test_replay_rescores_a_run_without_the_model_and_notices_a_changed_transcrip
     assert "replay reproduces every recorded score, verdict and rule: False" in capsys.readouterr().out
 
 
+def untouchable_lm(model: str = "scripted/learner") -> dspy.LM:
+    def untouchable(*request):
+        pytest.fail("a replay or a rescore must not call the model")
+
+    return dspy.LM(model, engine=ScriptedEngine(untouchable))
+
+
+def test_a_rescore_gives_each_case_its_recorded_reply_whatever_the_prompt_says_now(run_optimize, monkeypatch,
+                                                                                 capsys, tmp_path):
+    results, run_dir = run_optimize({None: learner()}, "--optimizers", "labeled")
+    monkeypatch.setattr(optimize, "resolve_lm", lambda spec: untouchable_lm())
+    # The shipped demos change: the requests are no longer those recorded, so a replay cannot answer them.
+    monkeypatch.setattr("program.stages.executor.executor_demos", lambda: [])
+    assert optimize.main(["--replay", str(run_dir)]) == 1
+    capsys.readouterr()
+    assert optimize.main(["--rescore", str(run_dir), "--out", str(tmp_path / "again")]) == 0
+    assert f"re-scored {results['meta']['run_id']} under this code's metric" in capsys.readouterr().out
+    folder = tmp_path / "again" / f"rescored-{results['meta']['run_id']}"
+    rescored = json.loads((folder / "results.json").read_text())
+    # The uncompiled program's replies cite an invented id and the labeled one's the gold: had a row
+    # been given the other's replies, its scores would show it.
+    assert all(r["score"] < 0.5 for r in results["runs"] if r["label"] == "uncompiled")
+    assert all(r["score"] == 1.0 for r in results["runs"] if r["label"] == "labeled")
+    assert [(r["label"], r["case_id"], r["score"]) for r in rescored["runs"]] == \
+        [(r["label"], r["case_id"], r["score"]) for r in results["runs"]]
+    assert rescored["meta"]["rescored_from"] == str(run_dir) and rescored["meta"]["recording"] == results["meta"]["recording"]
+    assert f"Re-scored: the replies recorded in {run_dir}" in (folder / "report.md").read_text()
+
+
+def test_a_rescore_needs_the_evidence_its_replies_were_written_for(run_optimize, monkeypatch, capsys, tmp_path):
+    _, run_dir = run_optimize({None: learner()}, "--optimizers", "labeled")
+    monkeypatch.setattr(optimize, "resolve_lm", lambda spec: untouchable_lm())
+    results = json.loads((run_dir / "results.json").read_text())
+    # A run that names no recording predates it, and its evidence is read as unshuffled: these replies
+    # were written for the shuffled one.
+    del results["meta"]["recording"]
+    (run_dir / "results.json").write_text(json.dumps(results))
+    capsys.readouterr()
+    assert optimize.main(["--rescore", str(run_dir), "--out", str(tmp_path / "again")]) == 1
+    assert "requests had no recorded reply for their question and observations" in capsys.readouterr().err
+
+
+def test_a_rescore_refuses_candidates_the_metric_compiles(run_optimize, capsys, tmp_path):
+    _, run_dir = run_optimize({None: learner()}, "--optimizers", "labeled")
+    results = json.loads((run_dir / "results.json").read_text())
+    results["meta"]["args"]["optimizers"] = "labeled,bootstrap"
+    (run_dir / "results.json").write_text(json.dumps(results))
+    with pytest.raises(SystemExit) as exit_info:
+        optimize.main(["--rescore", str(run_dir), "--out", str(tmp_path / "again")])
+    assert exit_info.value.code == 2 and "bootstrap compile by the metric or the model" in capsys.readouterr().err
+
+
+def test_the_committed_rescore_is_what_rescoring_the_committed_run_gives(monkeypatch, tmp_path):
+    """results/rescored-20261201T184632Z is the committed run's replies under this code's metric."""
+    from optimization.replay import scores
+    from program.lm.models import EMBEDDED_MODELS
+
+    monkeypatch.setattr(optimize, "resolve_lm", lambda spec: untouchable_lm(EMBEDDED_MODELS["embedded"].model))
+    assert optimize.main(["--rescore", str(RESULTS / "20261201T184632Z"), "--out", str(tmp_path)]) == 0
+    again = json.loads((tmp_path / "rescored-20261201T184632Z" / "results.json").read_text())
+    committed = json.loads((RESULTS / "rescored-20261201T184632Z" / "results.json").read_text())
+    assert scores(again) == scores(committed)
+    assert [r["normalised"] for r in again["runs"]] == [r["normalised"] for r in committed["runs"]]
+
+
 def test_stratified_demos_show_each_stratum_once():
     from devset import devset_world
     from devset.recorded import record
-    from tools.catalog import active_catalog
 
     with devset_world():
-        evidence = record(DEVSET, active_catalog(), TOOLBOX)
+        evidence = record(DEVSET, TOOLBOX)
     train = [r.example() for r in evidence.values() if r.case["split"] == "train"]
     chosen = stratified(train, evidence)
     shown = [stratum(evidence[e.case_id]) for e in chosen]

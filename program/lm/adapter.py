@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 from collections.abc import Callable
 from contextvars import ContextVar
 from typing import get_args
@@ -110,6 +111,13 @@ class ConstrainedJSONAdapter(dspy.JSONAdapter):
         inputs = ", ".join(f"[[ ## {name} ## ]]" for name in signature.input_fields)
         outputs = ", ".join(f'"{name}"' for name in signature.output_fields)
         return f"Inputs come in sections {inputs}. Answer with one JSON object with the keys {outputs}."
+
+
+def field_value(user_message: str, name: str) -> str:
+    """The text of one input field in a user message as DSPy's JSON and chat adapters write it
+    (`[[ ## name ## ]]` and its value, up to the next field or the closing instruction); "" if absent."""
+    match = re.search(rf"\[\[ ## {name} ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with|\Z)", user_message, re.S)
+    return match.group(1) if match else ""
 
 
 def _with_schema(model: type[BaseModel], schema: dict) -> type[BaseModel]:

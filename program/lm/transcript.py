@@ -18,6 +18,7 @@ from pathlib import Path
 import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
+from program.lm.adapter import field_value
 from program.lm.wire import text_of
 
 
@@ -130,24 +131,40 @@ class RecordingEngine:
             close()
 
 
+def inputs_key(messages: list[tuple[str, str]], names: tuple[str, ...]) -> str | None:
+    """What identifies a request by the values of its input fields `names` in its last user
+    message, whatever its instructions and demos; None when one of them is not there."""
+    last = next((text for role, text in reversed(messages) if role == "user"), "")
+    values = [field_value(last, name) for name in names]
+    return json.dumps(values, ensure_ascii=False) if all(values) else None
+
+
 class ReplayEngine:
     """Answers each request with the reply recorded for the same request, in recorded order.
     `calls` and `repeats` count the replayed entries as the recording engine counted them.
     `narrows` and `supports_response_schema` say what the recorded LM's engine said, so that the
-    program sends the requests it sent then (the embedded model narrows by its model string)."""
+    program sends the requests it sent then (the embedded model narrows by its model string).
+
+    `by_inputs`: a request is the same when these input fields have the same values, whatever else
+    its prompt says: the recorded replies are read again by a program whose instructions or demos
+    have changed since, each reply for the inputs it was written for."""
 
     supported_params = frozenset({"max_tokens", "temperature", "top_p", "top_k", "stop", "seed", "response_format"})
 
-    def __init__(self, path: str | Path, *, narrows: bool = False, supports_response_schema: bool = True):
+    def __init__(self, path: str | Path, *, narrows: bool = False, supports_response_schema: bool = True,
+                 by_inputs: tuple[str, ...] = ()):
         self.narrows = narrows
         self.supports_response_schema = supports_response_schema
-        self.replies: dict[str, list[dict]] = {}
+        self.by_inputs = by_inputs
+        self.replies: dict[str | None, list[dict]] = {}
         for number, line in enumerate(Path(path).read_text(encoding="utf-8").splitlines(), start=1):
             if not line.strip():
                 continue
             try:
                 entry = json.loads(line)
-                self.replies.setdefault(entry["key"], []).append(entry)
+                key = (inputs_key([(m["role"], m["text"]) for m in entry["messages"]], by_inputs) if by_inputs
+                       else entry["key"])
+                self.replies.setdefault(key, []).append(entry)
             except (json.JSONDecodeError, KeyError, TypeError) as exc:
                 raise ValueError(f"{path}:{number} is not a transcript entry: {exc}") from None
         self.calls = 0
@@ -157,13 +174,21 @@ class ReplayEngine:
         self.missing = 0
         self._lock = threading.Lock()
 
+    @property
+    def unused(self) -> int:
+        """Recorded replies no request has asked for (yet)."""
+        return sum(len(queue) for queue in self.replies.values())
+
     def complete(self, request) -> Response:
-        key = request_key(request)
+        key = (inputs_key([(m.role, m.text or "") for m in request.messages], self.by_inputs) if self.by_inputs
+               else request_key(request))
         with self._lock:
-            queue = self.replies.get(key)
+            queue = self.replies.get(key) if key is not None else None
             if not queue:
                 self.missing += 1
-                raise TranscriptMissing(f"no recorded reply for request {key[:12]} (the program or its inputs changed)")
+                asked = (f"request {key[:12]}" if not self.by_inputs else f"these values of {', '.join(self.by_inputs)}"
+                         if key else f"a request without {', '.join(self.by_inputs)}")
+                raise TranscriptMissing(f"no recorded reply for {asked} (the program or its inputs changed)")
             entry = queue.pop(0)
             if entry.get("repeat"):
                 self.repeats += 1
@@ -198,11 +223,12 @@ def recording_lm(base: dspy.LM, path: str | Path, *, serve_repeats: bool = True)
 
 
 def replaying_lm(base: dspy.LM, path: str | Path, *, narrows: bool = False,
-                 supports_response_schema: bool = True) -> dspy.LM:
+                 supports_response_schema: bool = True, by_inputs: tuple[str, ...] = ()) -> dspy.LM:
     """The same model string, so the program sends exactly the requests it recorded (prompt format
     and constraints follow the model and what its engine said); only the engine answers, from the
-    transcript."""
-    engine = ReplayEngine(path, narrows=narrows, supports_response_schema=supports_response_schema)
+    transcript (`by_inputs`: see ReplayEngine)."""
+    engine = ReplayEngine(path, narrows=narrows, supports_response_schema=supports_response_schema,
+                          by_inputs=by_inputs)
     # Only the generation settings: a provider LM's client settings (num_retries, api_base) are refused
     # with an engine of one's own.
     settings = {key: base.kwargs[key] for key in ("temperature", "max_tokens") if key in base.kwargs}

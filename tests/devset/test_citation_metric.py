@@ -7,7 +7,6 @@ from devset.gold import find_ref, gold_executor_output
 from devset.recorded import WEIGHTS, record, score_output
 from program.lm.adapter import TEXT_MAX_CHARS
 from contracts import ExecutorOutput
-from tools.catalog import active_catalog
 from tools.functions import TOOLBOX
 
 
@@ -15,7 +14,7 @@ from tools.functions import TOOLBOX
 def evidence():
     wanted = {"state_pair_checkout_en", "near_miss_checkout_zh", "some_lines_checkout_en", "negative_checkout_en"}
     with devset_world():
-        yield record([c for c in load_devset() if c["case_id"] in wanted], active_catalog(), TOOLBOX)
+        yield record([c for c in load_devset() if c["case_id"] in wanted], TOOLBOX)
 
 
 def gold(recorded) -> dict:
@@ -104,3 +103,29 @@ def test_a_third_claim_on_a_narrow_question_costs_the_verdict(evidence):
     output["claims"] = [dict(output["claims"][0], claim_id=f"claim-{n}") for n in (1, 2, 3)]
     scored = score(recorded, output)
     assert lost(scored) == {"verdict"} and any("3 claims for a narrow question" in f for f in scored.feedback)
+
+
+def test_the_expected_verdict_for_the_opposite_answer_earns_no_verdict_credit(evidence):
+    """The committed run's near_miss_shipping_zh: a PASS for "the pool is exhausted" where the
+    evidence shows a healthy pool is the wrong answer passed."""
+    recorded = evidence["near_miss_checkout_zh"]
+    output = gold(recorded)
+    output["claims"][0]["claim_text"] = "checkout-service 的日志显示连接池：HikariCP pool stats active=6/30。"
+    scored = score(recorded, output)
+    assert scored.verdict == recorded.case["expected_verdict"] == "PASS"
+    assert {"polarity", "verdict"} <= lost(scored)
+
+
+def test_a_score_is_normalised_between_no_claim_and_the_gold(evidence):
+    nothing = {"claims": [], "hypotheses": [], "missing_info": [], "recommended_actions": []}
+    for recorded in evidence.values():
+        # No claim breaks only what a claim can break right: it is consistent, and nothing of it was cut.
+        assert recorded.floor == pytest.approx(WEIGHTS["consistent"] + WEIGHTS["whole"])
+        assert recorded.floor == score(recorded, nothing).score and recorded.ceiling == score(recorded, gold(recorded)).score
+        assert (recorded.normalised(recorded.floor), recorded.normalised(recorded.ceiling)) == (0.0, 1.0)
+    recorded = evidence["state_pair_checkout_en"]
+    output = gold(recorded)
+    output["claims"][0]["claim_text"] = "checkout-service's HighErrorRate alert is firing."
+    raw = score(recorded, output).score
+    assert raw == pytest.approx(1 - WEIGHTS["facts"] / 3, abs=1e-4)  # one of its three facts, 7.4%, left out
+    assert recorded.normalised(raw) == pytest.approx((raw - recorded.floor) / (1 - recorded.floor), abs=1e-4)

@@ -55,10 +55,9 @@ def devset():
 def evidence(devset):
     from devset import devset_world
     from devset.recorded import record
-    from tools.catalog import active_catalog
 
     with devset_world():
-        yield record(devset, active_catalog(), TOOLBOX)
+        yield record(devset, TOOLBOX)
 
 
 def _split(devset, name):
@@ -124,12 +123,11 @@ def test_every_case_says_why_and_its_distractors_are_in_its_evidence(devset, evi
 def test_the_seed_cases_keep_their_evidence_in_the_devset_world(devset):
     from devset import devset_world
     from devset.recorded import record
-    from tools.catalog import active_catalog
 
     seeds = [c for c in devset if c["kind"] == "seed" and c["runs_lm"]]
-    plain = record(seeds, active_catalog(), TOOLBOX)
+    plain = record(seeds, TOOLBOX)
     with devset_world():
-        noisier = record(seeds, active_catalog(), TOOLBOX)
+        noisier = record(seeds, TOOLBOX)
     assert {k: r.observations for k, r in plain.items()} == {k: r.observations for k, r in noisier.items()}
 
 
@@ -150,7 +148,11 @@ def test_every_gold_output_is_grounded_on_its_recorded_evidence(evidence):
         assert (case_id, scored.score, scored.verdict) == (case_id, 1.0, "PASS"), scored.feedback
 
 
-def test_the_lookup_rule_scores_at_most_seven_tenths_held_out(evidence):
+def test_the_lookup_rule_stays_below_the_program_target_held_out(evidence):
+    """The rule leaves headroom: held out it stays below 0.75, issue 28's target for the program on
+    the shuffled devset, so that the target cannot be met by what the rule already does. (The bound
+    was 0.7 on the unshuffled devset, where the order of the refs decided what the rule's first
+    cited ref was.)"""
     from devset.recorded import output_of, score_output
     from devset.rule import LookupRule
 
@@ -159,7 +161,7 @@ def test_the_lookup_rule_scores_at_most_seven_tenths_held_out(evidence):
         scored = score_output(recorded, *output_of(LookupRule()(**recorded.example().inputs())))
         scores[recorded.case["split"]].append(scored.score)
     held = sum(scores["held-out"]) / len(scores["held-out"])
-    assert held <= 0.7, held
+    assert held < 0.75, held
     # It is no straw man: it answers the seed cases and the plain negatives.
     seeds = [score_output(r, *output_of(LookupRule()(**r.example().inputs()))).score
              for r in evidence.values() if r.case["kind"] in ("seed", "negative")]
@@ -181,14 +183,13 @@ def test_a_broken_hard_cases_file_gives_a_clear_error(tmp_path):
 def test_the_devset_world_sets_aside_settings_that_point_a_tool_elsewhere(tmp_path, monkeypatch):
     from devset import devset_world, load_devset
     from devset.recorded import record
-    from tools.catalog import active_catalog
     from tools.functions import TOOLBOX
 
     monkeypatch.setenv("DIAGNOSIS_LOGS_DIR", str(tmp_path))
     monkeypatch.setenv("DIAGNOSIS_PROMETHEUS_URL", "http://127.0.0.1:9")
     case = next(c for c in load_devset() if c["case_id"] == "some_lines_checkout_en")
     with devset_world():
-        recorded = record([case], active_catalog(), TOOLBOX)[case["case_id"]]
+        recorded = record([case], TOOLBOX)[case["case_id"]]
     assert "GET /api/v1/checkout/confirm took 3600ms" in recorded.observations
     assert os.environ["DIAGNOSIS_LOGS_DIR"] == str(tmp_path) and "DIAGNOSIS_WORLD" not in os.environ
 
@@ -208,7 +209,7 @@ def test_every_training_case_has_a_translation_that_asks_the_same_and_gets_the_s
     assert all(c["translation"] for c in train)
     with devset_world():
         catalog = active_catalog()
-        recorded = record(train, catalog, TOOLBOX)
+        recorded = record(train, TOOLBOX)
         for case in train:
             question, translated = case["question"], case["translation"]["question"]
             assert question_language(question) != question_language(translated), case["case_id"]

@@ -134,7 +134,8 @@ def test_hostile_text_is_inert_in_the_markdown_and_keeps_the_table_shape(tmp_pat
 
 def test_rows_without_numbers_render(tmp_path, payload):
     for row in payload["rows"]:
-        row |= {"train": None, "held_out": None, "compile_seconds": None, "gain": None}
+        row |= {"train": None, "held_out": None, "train_normalised": None, "held_out_normalised": None,
+                "compile_seconds": None, "gain": None}
     payload["rows"][1]["gain"] = {"gain": 0.05, "low": None, "high": None, "cases": 40}
     payload["runs"][0] |= {"score": None, "seconds": None, "parts": {"gatekeeper": None}}
     payload["parts"], payload["correlation"], payload["analysis"] = {}, {}, []
@@ -145,7 +146,7 @@ def test_rows_without_numbers_render(tmp_path, payload):
     assert len([p for p in svg.iter() if p.get("class") == "point"]) == 1  # a gain without an interval: a point
     assert svg.find(f"{SVG}line[@class='zero']") is not None
     assert page_text.count("not measured") >= len(payload["rows"]) - 1
-    assert "| uncompiled | uncompiled | - | - | not measured | - | - |" in md
+    assert "| uncompiled | uncompiled | - | - | - | - | not measured | - | - |" in md
 
 
 def test_the_per_case_table_is_fixed_and_its_feedback_folds(tmp_path, payload):
@@ -156,11 +157,35 @@ def test_the_per_case_table_is_fixed_and_its_feedback_folds(tmp_path, payload):
     cases = page_text.split("<h2>Per case</h2>", 1)[1]
     assert cases.startswith('\n<table class="fixed">')
     widths = [int(w) for w in re.findall(r'<col style="width: (\d+)%">', cases.split("</colgroup>")[0])]
-    assert len(widths) == 12 and sum(widths) == 100
+    assert len(widths) == 13 and sum(widths) == 100
     long_feedback = payload["runs"][0]["feedback"]
     summary = re.search(r'<td class="fold"><details><summary>(.*?)</summary>(.*?)</details>', cases, re.S)
     assert [html.unescape(part) for part in summary.groups()] == [long_feedback[:FOLD_AT] + "…", long_feedback]
     assert '<td class="fold">all checks passed</td>' in cases  # short feedback is not folded
+
+
+def test_scores_are_shown_raw_and_normalised_in_the_summary_and_per_case(tmp_path, payload):
+    payload["runs"][1] |= {"score": 0.55, "normalised": 0.5, "floor": 0.1, "ceiling": 1.0}
+    payload["runs"][2] |= {"score": 0.8, "normalised": 0.75, "floor": 0.2, "ceiling": 1.0}
+    _, md = report(tmp_path, payload)
+    summary = md.split("## Summary", 1)[1].split("## ", 1)[0]
+    assert "(0.100 to 0.200 here)" in summary and "gold output scores (1.000)" in summary
+    assert "| uncompiled | uncompiled | 0.612 | 0.588 | 0.569 | 0.542 | not measured |" in summary
+    cases = md.split("## Per case", 1)[1]
+    assert "| held-out | 0.550 | 0.500 | PASS |" in cases and "| held-out | 0.800 | 0.750 | LOW_CONFID |" in cases
+    assert "Evidence: each case's refs in an order of its own, with the named-alert lookups" in md
+
+
+def test_a_run_that_predates_the_normalised_scores_says_so(tmp_path, payload):
+    for run in payload["runs"]:
+        for key in ("normalised", "floor", "ceiling"):
+            del run[key]
+    del payload["meta"]["recording"]
+    payload["meta"]["rescored_from"] = "results/20261201T184632Z"
+    _, md = report(tmp_path, payload)
+    assert "record no floor or ceiling per case, so no score is normalised" in md
+    assert "Evidence: the refs in the order the tools return them, without the named-alert lookups" in md
+    assert "Re-scored: the replies recorded in results/20261201T184632Z" in md
 
 
 def test_correlated_pairs_are_flagged_in_both_places(tmp_path, payload):

@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
+from program.lm.adapter import field_value  # noqa: F401  (the tests read a prompt's fields through it)
+
 STAGE = re.compile(r"Your output fields are:\s*\n1\. `(\w+)`")
 
 
@@ -54,9 +56,3 @@ class ScriptedEngine:
 
 def scripted_lm(responder) -> dspy.LM:
     return dspy.LM("scripted/test", engine=ScriptedEngine(responder), cache=False)
-
-
-def field_value(user_message: str, name: str) -> str:
-    """The text of one input field in a JSONAdapter/ChatAdapter user message."""
-    match = re.search(rf"\[\[ ## {name} ## \]\]\n(.*?)(?=\n\n\[\[ ## |\n\nRespond with|\Z)", user_message, re.S)
-    return match.group(1) if match else ""

@@ -10,7 +10,6 @@ from devset.gold import find_ref
 from devset.recorded import record, score_output
 from program.evidence.checks import CitationCheck, check_citations
 from contracts import ExecutorOutput, ParseStatus
-from tools.catalog import active_catalog
 from tools.functions import TOOLBOX
 
 # (case, needles the claim cites, claim type, English text, Chinese text): each pair says the same thing.
@@ -65,7 +64,7 @@ PAIRS = [
 def evidence():
     wanted = {case for case, *_ in PAIRS}
     with devset_world():
-        yield record([c for c in load_devset() if c["case_id"] in wanted], active_catalog(), TOOLBOX)
+        yield record([c for c in load_devset() if c["case_id"] in wanted], TOOLBOX)
 
 
 def bound(recorded, needles: list[str], claim_type: str, text: str) -> ExecutorOutput:

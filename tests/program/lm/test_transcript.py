@@ -69,6 +69,31 @@ def test_the_replay_of_a_transcript_with_repeats_gives_every_reply(tmp_path):
                                       config=Config(temperature=0.0)))
 
 
+def request(user: str, system: str = "instructions") -> Request:
+    return Request(model="scripted/test", system=system, messages=(Message.user(user),), config=Config(temperature=0.0))
+
+
+def test_a_replay_by_inputs_answers_a_reworded_prompt_for_the_same_inputs_in_order(tmp_path):
+    base, _ = counted_lm()
+    path = tmp_path / "transcript.jsonl"
+    lm = recording_lm(base, path, serve_repeats=False)
+    asked = "[[ ## question ## ]]\n{q}\n\n[[ ## observations ## ]]\n{o}\n\nRespond with a JSON object."
+    recorded = [lm.engine.complete(request(asked.format(q=q, o=o))).message.text
+                for q, o in (("does x fire?", "#1 x firing"), ("does x fire?", "#1 x firing"), ("does y fire?", "#2 y"))]
+
+    replay = replaying_lm(base, path, by_inputs=("question", "observations"))
+    # Other instructions and another field around the same inputs: the replies recorded for them, in order.
+    again = "[[ ## language ## ]]\nen\n\n" + asked
+    answered = [replay.engine.complete(request(again.format(q=q, o=o), system="reworded")).message.text
+                for q, o in (("does y fire?", "#2 y"), ("does x fire?", "#1 x firing"), ("does x fire?", "#1 x firing"))]
+    assert answered == [recorded[2], recorded[0], recorded[1]] and replay.engine.unused == 0
+    with pytest.raises(TranscriptMissing):  # the same question on other evidence was never answered
+        replay.engine.complete(request(asked.format(q="does x fire?", o="#1 x resolved")))
+    with pytest.raises(TranscriptMissing):  # a prompt without the inputs matches nothing
+        replay.engine.complete(request("does x fire?"))
+    assert replay.engine.missing == 2
+
+
 @pytest.mark.parametrize("temperature", [0.7, None])
 def test_sampling_turns_the_repeat_cache_off(tmp_path, temperature):
     base, model = counted_lm(temperature=temperature)

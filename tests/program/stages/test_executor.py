@@ -205,7 +205,7 @@ def test_the_optimizer_scores_the_module_the_pipeline_runs(cases, monkeypatch):
     from_pipeline = _module_parts(_executor_request(requests))
 
     requests.clear()
-    evidence = record([case], active_catalog(), TOOLBOX)
+    evidence = record([case], TOOLBOX)
     example = evidence[case["case_id"]].example()
     monkeypatch.setattr("program.stages.executor.narrows", lambda lm: True)
     with dspy.context(lm=lm, adapter=ConstrainedJSONAdapter(compact=True)):
@@ -252,7 +252,7 @@ def test_a_saved_and_loaded_program_shows_its_demos_as_the_one_that_was_saved(tm
     from devset.recorded import record as record_cases
 
     case = cases["hikaricp_negative"]
-    evidence = record_cases([case], active_catalog(), TOOLBOX)
+    evidence = record_cases([case], TOOLBOX)
     saved = Diagnosis(citation=dspy.LabeledFewShot(k=1).compile(Cite(), trainset=[
         evidence[case["case_id"]].example()]))
     saved.save(str(tmp_path / "program.json"))
