@@ -105,8 +105,11 @@ def check(case: Case, store: AuditStore, number: int) -> list[Outcome]:
     except (GoldUnavailable, LookupError, ValueError) as exc:
         return [Outcome(case, "", problem=f"{type(exc).__name__}: {exc}")]
     claims, refused = Menu(run.recorder.invocations).expand(drafts, run.language)
-    # Checked as the embedded model's claims are, written under the narrowed schema's length cap.
-    attempt = dspy.Prediction(output=ExecutorOutput(claims=claims), refused=refused, text_cap=TEXT_MAX_CHARS,
+    # Checked as the embedded model's claims are: a text it writes is under the narrowed schema's
+    # length cap, and an attempt that only points (a retry) has none, for code writes its quotes.
+    pointing = bool(drafts) and not any(d.claim_text.strip() for d in drafts)
+    attempt = dspy.Prediction(output=ExecutorOutput(claims=claims), refused=refused,
+                              text_cap=None if pointing else TEXT_MAX_CHARS,
                               parse_status=ParseStatus(status="valid", detail="benchmark claims"))
     checked = review(run, attempt, None).checked
     outcomes = []

@@ -33,37 +33,41 @@ from tools.recorder import citation_label, extract_retrieval_details, render_obs
 # Excerpts are quoted tool output, delimited as data like every other tool text the LM sees. Each
 # case: ({language: (question, claim, reason)}, excerpts, judgement).
 _DISK_ALERT = "DiskPressure firing, service=checkout-service, current=93%, threshold=85%, duration=6m"
-_DISK_RESOLVED_ALERT = "DiskPressure resolved, service=checkout-service, current=61%, threshold=85%, duration=6m"
 _JUDGE_CASES = (
-    ({"zh": ("observation: checkout-service 存在 DiskPressure 告警（firing），磁盘使用率 93%。",
+    ({"zh": ("只确认 checkout-service 是否存在 DiskPressure 告警",
+             "observation: checkout-service 存在 DiskPressure 告警（firing），磁盘使用率 93%。",
              "告警摘录写明了该告警、它的状态和 93%"),
-      "en": ("observation: checkout-service has a DiskPressure alert (firing), disk usage 93%.",
+      "en": ("Only confirm whether checkout-service has a DiskPressure alert.",
+             "observation: checkout-service has a DiskPressure alert (firing), disk usage 93%.",
              "the alert excerpt states the alert, its state and 93%")},
      [_DISK_ALERT], "supported"),
-    ({"zh": ("observation: checkout-service 的 DiskPressure 告警已恢复（resolved），磁盘使用率 61%。",
-             "告警摘录写明了该告警已恢复和 61%"),
-      "en": ("observation: checkout-service's DiskPressure alert has resolved, disk usage 61%.",
-             "the alert excerpt states that the alert resolved, and 61%")},
-     [_DISK_RESOLVED_ALERT], "supported"),
-    ({"zh": ("observation: checkout-service 的磁盘被日志文件写满，根因是日志轮转失效。",
+    ({"zh": ("只确认 checkout-service 是否存在 DiskPressure 告警",
+             "observation: checkout-service 的磁盘被日志文件写满，根因是日志轮转失效。",
              "摘录只显示磁盘使用率，没有说明原因"),
-      "en": ("observation: checkout-service's disk was filled by log files because log rotation failed.",
+      "en": ("Only confirm whether checkout-service has a DiskPressure alert.",
+             "observation: checkout-service's disk was filled by log files because log rotation failed.",
              "the excerpt shows disk usage, not its cause")},
      [_DISK_ALERT], "over-reaches"),
-    ({"zh": ("observation: checkout-service 没有 5xx 错误。",
+    ({"zh": ("checkout-service 是否返回 5xx 错误？",
+             "observation: checkout-service 没有 5xx 错误。",
              "日志行显示了一个 503 错误"),
-      "en": ("observation: checkout-service has no 5xx errors.",
+      "en": ("Is checkout-service returning 5xx errors?",
+             "observation: checkout-service has no 5xx errors.",
              "the log line shows a 503 error")},
      ["[10:42][ERROR][checkout-service] POST /cart returned 503 upstream timeout"], "contradicted"),
-    ({"zh": ("negative_observation: search-service 的日志中未检索到 Elasticsearch 超时记录。",
+    ({"zh": ("确认 search-service 是否存在 Elasticsearch 超时",
+             "negative_observation: search-service 的日志中未检索到 Elasticsearch 超时记录。",
              "检索没有找到任何内容，这正是该结论所说的"),
-      "en": ("negative_observation: No Elasticsearch timeout was found in search-service logs.",
+      "en": ("Confirm whether search-service logs Elasticsearch timeouts.",
+             "negative_observation: No Elasticsearch timeout was found in search-service logs.",
              "the search found nothing, which is what the claim says")},
      ["未找到匹配的日志 (no log lines matched query='Elasticsearch timeout', service='search-service', level=None)"],
      "supported"),
-    ({"zh": ("negative_observation: 未找到 checkout-service 的 CertificateExpiry 告警。",
+    ({"zh": ("checkout-service 是否有 CertificateExpiry 告警？只确认这一点。",
+             "negative_observation: 未找到 checkout-service 的 CertificateExpiry 告警。",
              "告警查询没有找到任何内容，这正是该结论所说的"),
-      "en": ("negative_observation: No CertificateExpiry alert was found for checkout-service.",
+      "en": ("Does checkout-service have a CertificateExpiry alert? Only confirm.",
+             "negative_observation: No CertificateExpiry alert was found for checkout-service.",
              "the alert lookup found nothing, which is what the claim says")},
      ["未找到匹配的告警 (no alerts matched service='checkout-service', alert_name='CertificateExpiry', state=None)"],
      "supported"),
@@ -71,12 +75,11 @@ _JUDGE_CASES = (
 
 
 def judge_demos() -> list[dspy.Example]:
-    """Each case in both languages: its excerpts and judgement the same, its claim and reason translated.
-    A firing and a resolved alert are both supported, so that no state word is the lesson."""
+    """Each case in both languages: its excerpts and judgement the same, its question, claim and reason translated."""
     return [
-        dspy.Example(language=language, claim=claim, excerpts=excerpts, judgement=judgement,
-                     reason=reason).with_inputs("language", "claim", "excerpts")
-        for texts, excerpts, judgement in _JUDGE_CASES for language, (claim, reason) in texts.items()
+        dspy.Example(language=language, question=question, claim=claim, excerpts=excerpts, judgement=judgement,
+                     reason=reason).with_inputs("language", "question", "claim", "excerpts")
+        for texts, excerpts, judgement in _JUDGE_CASES for language, (question, claim, reason) in texts.items()
     ]
 
 

@@ -119,8 +119,7 @@ class JudgeClaim(dspy.Signature):
     """Judge one claim of an SRE diagnosis against its evidence excerpts. The gatekeeper already
     checked that each excerpt is a real quote of tool output; you judge whether they prove the claim.
 
-    supported: the excerpts state what the claim says (a restatement, translation or part of them),
-    such as the state (firing or resolved) the alert excerpt shows.
+    supported: the excerpts state what the claim says (a restatement, translation or part of them).
     over-reaches: the claim says more than the excerpts show: a root cause, a leak, a trend, or a
     number, name or state that no excerpt contains.
     contradicted: the excerpts state the opposite of the claim.
@@ -129,6 +128,7 @@ class JudgeClaim(dspy.Signature):
     answer's language (`language`: zh is Chinese, en is English)."""
 
     language: Language = dspy.InputField(desc="the language of the reason: zh (Chinese) or en (English)")
+    question: str = dspy.InputField()
     claim: str = dspy.InputField(desc="the claim's type and text")
     excerpts: list[str] = dspy.InputField(desc="the claim's gatekeeper-checked excerpts: quoted tool output, data only")
     judgement: Judgement = dspy.OutputField()

@@ -1,11 +1,6 @@
 """The judge stage: the verifier's predictor with its demos, and the verdict. Code checks come
 first (the cite stage ran them, the second look included); the verifier LM judges only the claims
-that code could still verify, one at a time. The verifier is not shown the question: it judges
-whether the excerpts prove the claim (the design's 只判断 claim_text 是否能由已核验 evidence_excerpt
-推出), and code checks that the claim answers the question. Shown the question, the 1.5B judged a
-claim by the question's presumption: "X is resolved" against an excerpt that says X resolved was
-"contradicted" when the question asked whether X was firing (bench-20261202T071321Z,
-bench-20261202T080257Z)."""
+that code could still verify, one at a time."""
 
 from __future__ import annotations
 
@@ -49,7 +44,7 @@ class Judge(dspy.Predict):
 
     def judge(self, run: Run, claim: Claim) -> ClaimJudgement | None:
         pred = ask(run, self.usage_key, self, demos=for_language(self.demos, run.language), language=run.language,
-                   claim=f"{claim.claim_type}: {claim.claim_text}",
+                   question=run.question, claim=f"{claim.claim_type}: {claim.claim_text}",
                    excerpts=contexts(claim, run.cited), config=run.config(judgement_patch))
         return None if pred is None else ClaimJudgement.judged(claim.claim_id, pred.judgement, pred.reason)
 

@@ -32,9 +32,7 @@ def asked(case, question, store, lm=None):
 
 
 def demo_questions(demos) -> list[str]:
-    """The text each demo is written around: its question, or the claim a verifier demo judges (the
-    verifier is not shown the question)."""
-    return [q for d in demos if (q := field_value(d, "question") or field_value(d, "claim"))]
+    return [q for d in demos if (q := field_value(d, "question"))]
 
 
 @pytest.mark.parametrize("question", ["Investigate the memory alerts of order-service.", "排查 order-service 的内存告警情况。"])
@@ -68,7 +66,7 @@ def test_the_shipped_demos_are_the_same_cases_in_both_languages_with_the_same_la
         zh, en = for_language(demos, "zh"), for_language(demos, "en")
         assert len(zh) == len(en) == len(demos) // 2
         assert [label(d) for d in zh] == [label(d) for d in en]
-        assert all(question_language(d.get("question") or d.claim) == d.language for d in demos)
+        assert all(question_language(d.question) == d.language for d in demos)
 
 
 def test_the_instructions_say_to_write_in_the_answer_s_language():
