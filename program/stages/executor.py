@@ -13,14 +13,15 @@ Refine writes its feedback with one more LM call over the program's source code 
 checks' findings, and it reruns the module on the same inputs, where a second look's new lines must
 reach the next attempt's menu. Both attempts are returned; the one the checks score higher is used.
 
-The new attempt is asked differently where it matters, through DSPy's per-call seams: the
-signature's instructions say that a refused claim must not be written again
-(`signatures.diagnosis.retry_citation`), the retry context shows the refused claims as an attempt
-not to repeat, with their findings, what they cited shows and the labels of what a second look
-found, and three worked revisions come after the demos (`signatures.demos.retry_demos`). The refused attempt is never shown as
-an answer the model gave beside the same inputs: the 1.5B then copied it word for word in five of
-seven retries (bench-20261202T024922Z). A retry that still writes the same claims is recorded as
-no revision.
+The new attempt is asked differently where it matters, through DSPy's per-call seams: it points
+and writes nothing. The signature's instructions say so (`signatures.diagnosis.retry_citation`),
+the narrowed schema allows its claims no text (`citation_patch(pointing=True)`), and code quotes
+what each claim points at (`Menu.expand`), as the Citations API extracts a quote. Asked to write a
+refused claim anew, the 1.5B echoed the question's presumption in every presumed-state retry. The
+retry context names the refused claims with their findings, what they cited shows and the labels
+of what a second look found, never their text, and three worked revisions that point come after
+the demos (`signatures.demos.retry_demos`). A retry that still writes the same claims (an LM given
+no schema may write a text) is recorded as no revision.
 """
 
 from __future__ import annotations
