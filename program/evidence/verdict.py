@@ -60,6 +60,10 @@ from tools.recorder import call_text
 # Names and identifiers whose every letter matters: anything with a digit, a joiner or an inner capital.
 IDENTIFIER = re.compile(r"[A-Za-z0-9_%]+(?:[.\-/:=][A-Za-z0-9_%]+)+|[A-Za-z_]*[0-9][A-Za-z0-9_%]*|"
                         r"[A-Za-z]*[a-z][A-Z][A-Za-z0-9]*|[A-Z]{2,}[A-Za-z0-9]*")
+# A name as a writer marks one without a digit, joiner or inner capital: a capitalised word that
+# does not open a sentence, a quote or a list item ("the Redis connection pool", "的 Redis 连接池").
+CAPITALISED = re.compile(r"(?<![A-Za-z0-9_\-])[A-Z][a-z]+(?![A-Za-z0-9_\-])")
+OPENINGS = frozenset(".!?:;。！？：；\"'“‘(（[「–—-")
 # Numbers with units and separators ("3600/3900/4200ms", "3.8GB/4GB", "91%"): ungrounded_numbers checks those.
 MEASURE = re.compile(rf"(?:[\d.,%/:=\-]+(?:{UNIT})?)+")
 
@@ -194,10 +198,20 @@ def code_sees_support(claim: Claim, contexts: list[str], names: tuple[str, ...] 
     return outside_state_denials(NEGATION, claim.claim_text, names) == outside_state_denials(NEGATION, excerpts, names)
 
 
+def marked_names(text: str) -> list[str]:
+    """The capitalised words of `text` that do not open a sentence (`CAPITALISED`)."""
+    names = []
+    for found in CAPITALISED.finditer(text):
+        before = text[:found.start()].rstrip()
+        if before and before[-1] not in OPENINGS:
+            names.append(found.group())
+    return names
+
+
 def ungrounded_names(claim: Claim, refs: list[CitedRef], names: tuple[str, ...], judged: tuple[str, ...] = ()
                      ) -> list[str]:
-    """Identifiers and catalog names (services, alerts, states) in the claim that none of its cited refs
-    contains. A state the claim only denies ("未 firing" of a resolved alert) is not stated: what a
+    """Identifiers, catalog names (services, alerts, states) and names the claim marks as such
+    (`marked_names`) that none of its cited refs contains. A state the claim only denies ("未 firing" of a resolved alert) is not stated: what a
     claim says of a state is checked against the cited alert's state (`state_conflicts`). `judged`:
     names another check already refused in this claim (the states of a state conflict), so that a
     claim that writes the state's name ("still firing") is refused for what one that writes it in
@@ -207,6 +221,8 @@ def ungrounded_names(claim: Claim, refs: list[CitedRef], names: tuple[str, ...],
     stated = [t for t in IDENTIFIER.findall(claim_text) if not MEASURE.fullmatch(t)]
     stated += [n for n in names if mentions(claim_text, [n.casefold()]) and not only_denied(n, claim_text)
                and n.casefold() not in judged]
+    catalog = {n.casefold() for n in names}
+    stated += [w for w in marked_names(claim_text) if w.casefold() not in catalog]
     return [t for t in dict.fromkeys(stated) if t.casefold() not in text]
 
 

@@ -141,6 +141,12 @@ NO_HIT = "未找到匹配的日志 (no log lines matched query='connection pool 
     ({"claim_text": "order-service HighMemoryUsage current=\u202e91\u202c%"}, refs(), "verdict.bidi_control"),
     ({"claim_text": "order-service 存在 HighMemoryUsage 告警，OrderCache 泄漏"}, refs(), "verdict.ungrounded_name"),
     ({"claim_text": "order-service 的 HighMemoryUsage 告警已 resolved"}, refs(), "verdict.ungrounded_name"),
+    # A name written as a name (capitalised inside a sentence) that no cited ref holds: the 1.5B's
+    # "Redis" of HikariCP lines, taken from a worked example.
+    ({"claim_text": "order-service HighMemoryUsage: the Redis connection pool is not available, current=91%"},
+     refs(), "verdict.ungrounded_name"),
+    ({"claim_text": "order-service 的 Redis 连接池耗尽，HighMemoryUsage current=91%"}, refs(), "verdict.ungrounded_name"),
+    ({"claim_text": "order-service HighMemoryUsage at 91%, caused by Elasticsearch"}, refs(), "verdict.ungrounded_name"),
     ({"claim_text": "order-service 存在 HighMemoryUsage 告警和 HikariCP 问题"}, refs(), "verdict.excluded_topic"),
     ({"claim_text": "#1 query_metrics(service='order-service') -> supported"}, refs(), "verdict.off_topic"),
     ({"claim_text": "payment-service 存在 HighMemoryUsage 告警"}, refs(), "verdict.off_topic"),
@@ -176,6 +182,13 @@ def test_code_blocks_what_no_verifier_may_wave_through(claim_update, cited, rule
     ("order-service OOMKilled: 因内存不足被杀", refs("PodOOMKilled firing, service=order-service; java.lang.OutOfMemoryError")),
     ("order-service 内存告警，内存使用率 91%，GC 128 次",
      refs("[11:17][WARN][order-service] 内存使用率过高: 91.0%, GC次数: 128")),
+    # A capitalised word that opens a sentence, a quote or a list item is no name; one inside a
+    # sentence is, and its ref holds it.
+    ("Memory on order-service is high. The HighMemoryUsage alert is firing: Current is 91%", refs(state="firing")),
+    ("order-service 内存告警: 15 次 Full GC, 91%",
+     refs("[11:15][WARN][order-service] 内存使用率过高: 91%, Full GC 次数: 15")),
+    ("The evidence shows: [11:15][WARN][order-service] Java heap space, memory at 91%",
+     refs("[11:15][WARN][order-service] java.lang.OutOfMemoryError: Java heap space, memory at 91%")),
 ])
 def test_honest_claims_pass_the_same_checks(claim_text, cited):
     claim = CLAIM.model_copy(update={"claim_text": claim_text})
