@@ -1,7 +1,7 @@
 """What the devset's metric reads in an output, as deterministic parts (devset/recorded.py weighs
 them): the refs its passing citations cite, the polarity of a claim, missing_info that contradicts a
-claim, a claim cut at the length cap, the narrow-scope bound; and the offline gatekeeper-reject
-fixture, checked without an LM.
+claim, the narrow-scope bound; and the offline gatekeeper-reject fixture, checked without an LM. A
+claim cut at the length cap is the checks' own finding (`verdict.cut_off`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from program.evidence.gatekeeper import check
 from program.evidence.statements import CLEARED_WORDS, negated, statement_form
 from program.evidence.scope import mentions
-from program.lm.adapter import TEXT_MAX_CHARS
 from contracts import (
     NARROW_MAX_CLAIMS,
     NARROW_MIN_CLAIMS,
@@ -88,11 +87,6 @@ def contradicted(missing_info: list[str], claims: list[Claim], names: tuple[str,
                 found.append(item)
                 break
     return found
-
-
-def cut_short(claims: list[Claim]) -> list[str]:
-    """Claims whose text reached the length the response schema allows: the LM was cut off mid-claim."""
-    return [c.claim_id for c in claims if len(c.claim_text) >= TEXT_MAX_CHARS]
 
 
 @dataclass

@@ -23,9 +23,9 @@ from functools import cached_property
 import dspy
 
 from devset.gold import gold_executor_output, gold_tool_calls
-from devset.metric import citation_recall, contradicted, cut_short, narrow_problems, polarity, wrong_citations
+from devset.metric import citation_recall, contradicted, narrow_problems, polarity, wrong_citations
 from program.store.audit import AuditStore
-from program.evidence.checks import CitationCheck, check_citations
+from program.evidence.checks import CUT_OFF, CitationCheck, check_citations
 from program.evidence.citations import Menu
 from program.evidence.language import question_language
 from program.evidence.relevance import Target
@@ -191,14 +191,15 @@ class Score:
 
 
 def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus | None = None,
-                 refused: list[Finding] = ()) -> Score:
-    """The checks a diagnosis runs after citation, on one output, as the metric and the report see it."""
+                 refused: list[Finding] = (), text_cap: int | None = None) -> Score:
+    """The checks a diagnosis runs after citation, on one output, as the metric and the report see it.
+    `text_cap`: the length the attempt's schema capped a claim's text at, as the pipeline passes it."""
     case = recorded.case
     checked = check_citations(recorded.store, recorded.toolbox, CitationCheck(
         session_id=recorded.session_id, question=case["question"], output=output,
         parse_status=parse or ParseStatus(status="valid", detail="parsed executor evidence contract"),
         target=recorded.target, refused=tuple(refused), excluded_terms=recorded.scope.excluded_terms,
-        names=recorded.names, topics=tuple(recorded.topics)))
+        names=recorded.names, topics=tuple(recorded.topics), text_cap=text_cap))
     gate: GatekeeperResult = checked.gate
     claims, blockers, verifiable = checked.claims, checked.blockers, checked.verifiable
     parts: dict[str, float] = {}
@@ -252,9 +253,9 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
     contradictions = contradicted([m.description for m in output.missing_info], verifiable, recorded.names)
     parts["consistent"] = float(not contradictions)
     feedback.extend(f"missing_info contradicts a claim: {item[:120]!r}" for item in contradictions)
-    cut = cut_short(claims)
+    cut = [claim_id for claim_id, findings in blockers.items() if any(f.rule == CUT_OFF for f in findings)]
+    # Its feedback is the cut_off finding's, above.
     parts["whole"] = float(not cut)
-    feedback.extend(f"claim {claim_id} was cut at the length cap" for claim_id in cut)
 
     parts = {name: parts[name] for name in WEIGHTS}
     score = round(sum(WEIGHTS[k] * v for k, v in parts.items()), 4)
@@ -263,9 +264,10 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
                  forbidden_hits=hits, feedback=feedback)
 
 
-def output_of(prediction) -> tuple[ExecutorOutput, ParseStatus, list[Finding]]:
-    """What the citation module returned: its expanded output, how it parsed, the labels it refused."""
-    return prediction.output, prediction.parse_status, list(prediction.refused)
+def output_of(prediction) -> tuple[ExecutorOutput, ParseStatus, list[Finding], int | None]:
+    """What the citation module returned: its expanded output, how it parsed, the labels it refused,
+    the length its schema capped a claim's text at."""
+    return prediction.output, prediction.parse_status, list(prediction.refused), prediction.get("text_cap")
 
 
 class CitationMetric:

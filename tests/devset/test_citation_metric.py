@@ -81,12 +81,16 @@ def test_missing_info_that_contradicts_a_claim_costs_consistency(evidence):
     assert not lost(score(recorded, output))
 
 
-def test_a_claim_cut_at_the_length_cap_costs_the_whole_part(evidence):
+def test_a_claim_cut_at_the_length_cap_is_refused_as_the_pipeline_refuses_it(evidence):
     recorded = evidence["negative_checkout_en"]
     output = gold(recorded)
     text = output["claims"][0]["claim_text"]
     output["claims"][0]["claim_text"] = (text + " " + "and the search covered every line of the service" * 10)[:TEXT_MAX_CHARS]
-    assert lost(score(recorded, output)) == {"whole"}
+    capped = score_output(recorded, ExecutorOutput.model_validate(output), text_cap=TEXT_MAX_CHARS)
+    assert {"whole", "verdict"} <= lost(capped) and capped.verdict == "LOW_CONFID"
+    assert "verdict.cut_off" in capped.blocked_rules
+    # The same length written under no cap (a schema that was not narrowed) was not cut.
+    assert "whole" not in lost(score(recorded, output))
 
 
 def test_a_blocked_claim_loses_the_verdict_and_everything_it_would_have_shown(evidence):
