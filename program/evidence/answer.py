@@ -27,6 +27,7 @@ from program.evidence.scope import mentions
 from program.evidence.numbers import misbound_numbers, ungrounded_numbers
 from program.evidence.statements import CLAUSE_END, NEGATION, outside_state_denials, sentences, state_conflicts
 from program.evidence.verdict import IDENTIFIER, CitedRef
+from program.evidence.wording import written_language
 from contracts import RAW_PATH_IN_TEXT, Claim, Language, Verdict
 from tools.text.search import read_line, read_query
 
@@ -125,15 +126,20 @@ def scan_answer(
     names: tuple[str, ...] = (),
     cited: dict[str, list[CitedRef]] | None = None,
     topics: list[tuple[str, ...]] = (),
+    language: Language | None = None,
 ) -> list[str]:
     """Reasons to refuse the composer's answer; empty when it may be shown. `names` are the
     catalog's service and alert names, `topics` its topic groups; `cited`, what each claim's
-    passing bindings point at. The answer is read as the claims are (statements.py)."""
+    passing bindings point at; `language`, the answer's. The answer is read as the claims are
+    (statements.py), and its own words, past what it quotes, in their language (wording.py)."""
     cited = cited or {}
     reasons = []
     text = answer.strip()
     if not text:
         return ["the answer is empty"]
+    quoted = [ref.text for c in verified for ref in cited.get(c.claim_id, [])]
+    if language is not None and (written := written_language(text, quoted, names)) not in (None, language):
+        reasons.append(f"the answer's own words are in {written}, not in the answer's language ({language})")
     if len(text) > MAX_ANSWER_CHARS:
         reasons.append(f"the answer is {len(text)} characters, over the {MAX_ANSWER_CHARS}-character cap")
     if contradiction := contradicting_sentences(text, verified, names, cited):

@@ -55,7 +55,7 @@ class Compose(dspy.Predict):
         ref_texts = [ref.text for inv in run.recorder.invocations for ref in inv.retrieval_details.evidence_refs]
         reasons = scan_answer(pred.answer, verified=verified, blocked=not_verified,
                               excluded_terms=run.scope.excluded_terms, ref_texts=ref_texts, names=run.catalog.names,
-                              cited=run.cited, topics=run.catalog.topic_groups())
+                              cited=run.cited, topics=run.catalog.topic_groups(), language=run.language)
         if reasons:
             return ComposerOutput(status="replaced", user_facing_answer=fallback, reasons=reasons)
         return ComposerOutput(status="valid", user_facing_answer=pred.answer)

@@ -163,3 +163,17 @@ def test_a_composed_answer_that_restates_the_verified_claims_is_shown(cases, sto
     answer = "order-service 的 HighMemoryUsage 告警正在 firing，内存使用率 91%，阈值 85%。"
     result = diagnose(case["question"], lm=good_lm(case, composer=lambda u: {"answer": answer}), db=store)
     assert (result.verdict, result.composer_status, result.answer) == ("PASS", "valid", answer)
+
+
+@pytest.mark.parametrize(("question", "answer"), [
+    ("Look into order-service's memory alerts.", "order-service 的 HighMemoryUsage 告警正在 firing，内存使用率 91%，阈值 85%。"),
+    ("排查 order-service 的内存告警情况。", "order-service's HighMemoryUsage alert is firing, with memory at 91% against "
+     "a threshold of 85%."),
+])
+def test_a_composed_answer_in_the_other_language_is_not_shown(cases, store, question, answer):
+    case = broad(cases["high_memory_positive"], question)
+    result = diagnose(case["question"], lm=good_lm(case, composer=lambda u: {"answer": answer}), db=store)
+    assert result.verdict == "PASS" and result.composer_status == "replaced"
+    reasons = store.get_session(result.session_id).composer_output.reasons
+    assert any("not in the answer's language" in r for r in reasons), reasons
+    assert result.answer != answer
