@@ -8,7 +8,7 @@ import dspy
 
 from program.evidence.answer import contexts
 from program.evidence.checks import Checked
-from program.evidence.verdict import enforce
+from program.evidence.verdict import code_sees_support, contexts_of, enforce
 from program.lm.adapter import judgement_patch
 from program.stages.run import Run, ask
 from contracts import Claim, ClaimJudgement, Finding
@@ -35,6 +35,8 @@ class Judge(dspy.Predict):
             for claim in checked.verifiable:
                 verifier_ran = True
                 judgement = self.judge(run, claim)
+                if disputed(judgement, claim, checked, run.catalog.names):
+                    judgement = self.second_opinion(run, claim, judgement)
                 if judgement is not None:
                     judgements[claim.claim_id] = judgement
         _failed_lookups(run)
@@ -42,11 +44,37 @@ class Judge(dspy.Predict):
         return enforce(gate, claims, judgements, blockers, stage_errors, verifier_ran=verifier_ran,
                        names=run.catalog.names)
 
-    def judge(self, run: Run, claim: Claim) -> ClaimJudgement | None:
-        pred = ask(run, self.usage_key, self, demos=for_language(self.demos, run.language), language=run.language,
-                   question=run.question, claim=f"{claim.claim_type}: {claim.claim_text}",
-                   excerpts=contexts(claim, run.cited), config=run.config(judgement_patch))
+    def judge(self, run: Run, claim: Claim, signature: type[dspy.Signature] | None = None) -> ClaimJudgement | None:
+        """One judgement of the claim, under this predictor's signature (a compiled one, when
+        loaded) or the one given."""
+        signature = signature or self.signature
+        inputs = {"language": run.language, "claim": f"{claim.claim_type}: {claim.claim_text}",
+                  "excerpts": contexts(claim, run.cited)}
+        if "question" in signature.input_fields:
+            inputs["question"] = run.question
+        pred = ask(run, self.usage_key, self, signature=signature, demos=for_language(self.demos, run.language),
+                   config=run.config(judgement_patch), **inputs)
         return None if pred is None else ClaimJudgement.judged(claim.claim_id, pred.judgement, pred.reason)
+
+    def second_opinion(self, run: Run, claim: Claim, first: ClaimJudgement) -> ClaimJudgement | None:
+        """The judgement of the claim against its excerpts alone. Shown the question, the 1.5B has
+        judged a claim "contradicted" when it denies what the question presumes ("is resolved" of "is
+        it firing right now?"), with a reason that agrees with the claim. Without the question it is
+        the stricter judge (docs/benchmarks.md), so its judgement stands; both are in the record."""
+        second = self.judge(run, claim, signature=self.signature.delete("question"))
+        said = f"{second.judgement} ({second.reason or 'no reason'})" if second else "no judgement (the call failed)"
+        run.record.notes.append(Finding(rule="verifier.second_opinion", claim_id=claim.claim_id, message=(
+            f"the verifier said contradicted ({first.reason or 'no reason'}), but code found every number, name and "
+            f"identifier of the claim in its excerpts with the same polarity, so it judged the claim again without "
+            f"the question: {said}")))
+        return second or first
+
+
+def disputed(judgement: ClaimJudgement | None, claim: Claim, checked: Checked, names: tuple[str, ...]) -> bool:
+    """The verifier said "contradicted" of a claim whose every number, name and identifier code finds
+    in its excerpts with the same polarity (`code_sees_support`)."""
+    return judgement is not None and judgement.judgement == "contradicted" and code_sees_support(
+        claim, contexts_of(checked.gate, claim.claim_id), names)
 
 
 def _failed_lookups(run: Run) -> None:
