@@ -48,11 +48,13 @@ def texts_by_question(transcript: Path) -> dict[str, dict[str, list[tuple[str, s
     """question -> kind -> [(text, what it was shown)]: the last executor reply's claims, every
     verifier reason and every composer answer."""
     found: dict[str, dict[str, list]] = defaultdict(lambda: {k: [] for k in KINDS})
+    question = ""
     for line in transcript.read_text(encoding="utf-8").splitlines():
         entry = json.loads(line)
         stage = STAGE.search(entry["system"])
         user = entry["messages"][-1]["text"]
-        question, reply = field(user, "question"), reply_json(entry["reply"])
+        # A call shown no question (the verifier's second opinion) belongs to the diagnosis before it.
+        question, reply = field(user, "question") or question, reply_json(entry["reply"])
         if stage is None or not question:
             continue
         if stage.group(1) == "claims":
