@@ -17,7 +17,13 @@ $(VENV)/.installed: pyproject.toml scripts/llama-wheel.sh
 	$(PY) -m pip install --quiet --quiet -e '.[dev]'
 	touch $@
 
-install: $(VENV)/.installed  ## create .venv and install the program, its models and the test tools
+# The first diagnosis after an install starts from saved stage prefixes (docs/installation.md). A
+# warm-up that fails leaves no stamp and does not fail the install: diagnoses then read their prompts.
+$(VENV)/.warmed: $(VENV)/.installed
+	if $(PY) -m program.entry.warm; then touch $@; \
+	else echo "make: the warm-up failed (above); the first diagnosis will read its prompts" >&2; fi
+
+install: $(VENV)/.installed $(VENV)/.warmed  ## create .venv, install the program, its models and the test tools, warm the model
 
 run: install  ## one diagnosis on the embedded model (QUESTION="..." asks another)
 	$(PY) -m program ask "$(QUESTION)"

@@ -1,16 +1,18 @@
-"""`make run` after `make install`, timed as a new user meets it, and after the machine is warmed.
+"""`make run` after `make install`, timed as a new user meets it, and on a machine that saved nothing.
 
     .venv/bin/python benchmarks/make_run.py       # it takes the model lock itself, per command
 
-In order, each timed from start to exit (wall clock), each model command under the model lock
-(/tmp/gd-model.lock, let go between commands), with an empty probe cache and an empty prefix cache
-of this run's own (DIAGNOSIS_PROBE_CACHE, DIAGNOSIS_PREFIX_CACHE) and a new DSPy cache directory for
-every command, so nothing from earlier runs on this machine helps:
-  1. `make install` (an installed tree: only the check that nothing changed);
-  2. `make run`: the first diagnosis on a machine that has saved nothing (a fresh clone's first run);
-  3. `make run` again: the probe and the three stage prefixes it used are now saved;
-  4. `python -m program.entry.warm`, in a new empty cache: what warming every stage ahead costs;
-  5. `make run` after that warm-up: the first diagnosis of a machine warmed after its install.
+`make install` ends with the warm-up (`python -m program.entry.warm`, stamp `.venv/.warmed`), which
+saves the engine probe and every stage prefix. In order, each timed from start to exit (wall
+clock), each under the model lock (/tmp/gd-model.lock, let go between commands), with a new DSPy
+cache directory for every command and a probe and prefix cache of this run's own
+(DIAGNOSIS_PROBE_CACHE, DIAGNOSIS_PREFIX_CACHE), empty at first, so nothing from earlier runs on
+this machine helps:
+  1. `make install` with `.venv/.warmed` removed: on a built tree, what a fresh clone's install
+     does after building the environment (the warm-up);
+  2. `make run`: the first diagnosis after that install;
+  3. `make run` in another empty cache: a machine whose cache is gone, or whose warm-up failed;
+  4. `make run` again there: its probe and the three stage prefixes it used are now saved.
 The model file is already assembled (`make install` assembles it). `make run` prints its stage
 lines, which are kept with each command's output in the run's folder.
 
@@ -64,14 +66,13 @@ def main(argv: list[str] | None = None) -> int:
     python = str(ROOT / ".venv" / "bin" / "python")
     rows = []
     with tempfile.TemporaryDirectory() as first, tempfile.TemporaryDirectory() as second:
-        fresh = {**os.environ, "DIAGNOSIS_PREFIX_CACHE": f"{first}/prefixes", "DIAGNOSIS_PROBE_CACHE": f"{first}/probes"}
-        warmed = {**os.environ, "DIAGNOSIS_PREFIX_CACHE": f"{second}/prefixes",
-                  "DIAGNOSIS_PROBE_CACHE": f"{second}/probes"}
-        rows.append(timed("1-make-install", ["make", "install"], fresh, out, lock=False))
-        rows.append(timed("2-make-run-nothing-saved", ["make", "run"], fresh, out, lock=True))
-        rows.append(timed("3-make-run-again", ["make", "run"], fresh, out, lock=True))
-        rows.append(timed("4-warm", [python, "-m", "program.entry.warm"], warmed, out, lock=True))
-        rows.append(timed("5-make-run-after-warm", ["make", "run"], warmed, out, lock=True))
+        installed = {**os.environ, "DIAGNOSIS_PREFIX_CACHE": f"{first}/prefixes", "DIAGNOSIS_PROBE_CACHE": f"{first}/probes"}
+        bare = {**os.environ, "DIAGNOSIS_PREFIX_CACHE": f"{second}/prefixes", "DIAGNOSIS_PROBE_CACHE": f"{second}/probes"}
+        (ROOT / ".venv" / ".warmed").unlink(missing_ok=True)
+        rows.append(timed("1-make-install-warm-up", ["make", "install"], installed, out, lock=True))
+        rows.append(timed("2-make-run-after-install", ["make", "run"], installed, out, lock=True))
+        rows.append(timed("3-make-run-nothing-saved", ["make", "run"], bare, out, lock=True))
+        rows.append(timed("4-make-run-again", ["make", "run"], bare, out, lock=True))
     meta["finished_load"] = round(os.getloadavg()[0], 2)
     (out / "results.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2), encoding="utf-8")
     lines = [f"# `make run` after `make install`, {run}", "", f"{meta['machine']}; started {meta['started']}.", "",
