@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in [*args.before, *args.after]:
         if not (run / "results.json").is_file() or not (run / "transcript.jsonl").is_file():
             parser.error(f"{run} is not a benchmark run folder (results.json and transcript.jsonl)")
-    asked = {q["id"]: q["question"] for q in questions("all")}
+    asked = {q["id"]: q["question"] for q in questions("all") + questions("reallogs") + questions("english")}
     before, after = rows_of(args.before, asked), rows_of(args.after, asked)
     b, a = summary(before), summary(after)
     print("| | before | after |\n| --- | --- | --- |")

@@ -9,13 +9,17 @@ import sys
 
 from program.entry import api, cli
 from program.lm import engine
-from program.lm.transcript import recording_lm
+from program.lm.transcript import RecordingEngine, recording_lm
 
 resolve = engine.resolve_lm
 
 
 def recorded(spec=None):
-    return recording_lm(resolve(spec), os.environ["DIAGNOSIS_TRANSCRIPT"], serve_repeats=False)
+    lm = resolve(spec)
+    # `serve` resolves the LM it was given again further in: record through one engine only.
+    if isinstance(getattr(lm, "engine", None), RecordingEngine):
+        return lm
+    return recording_lm(lm, os.environ["DIAGNOSIS_TRANSCRIPT"], serve_repeats=False)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,8 @@
     flock /tmp/gd-model.lock .venv/bin/python benchmarks/scale_out.py                 # the 1.5B, 8 alerts
     flock /tmp/gd-model.lock .venv/bin/python benchmarks/scale_out.py --model embedded-small --alerts 12
 
-One llama-cpp-python server (`python -m llama_cpp.server`, its `--cache` on) serves the model on a
+A llama-cpp-python server (`python -m llama_cpp.server`, its `--cache` on), started anew for each
+worker count so that no configuration reads the prompt states of the one before, serves the model on a
 loopback port, one PostgreSQL server runs from Debian's binaries, and for each worker count N a new
 database gets N `python -m program serve` processes, each running one diagnosis at a time
 (DIAGNOSIS_SERVE_CONCURRENCY=1) with `DIAGNOSIS_LM=openai/qwen` against that server. The same
@@ -182,9 +183,12 @@ def main(argv: list[str] | None = None) -> int:
             "machine": f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the start"}
     pairs = alert_pairs(args.alerts)
     configs = []
-    with postgres_server() as admin, (nullcontext(args.lm_url) if args.lm_url else llama_cpp_server(args.model)) as lm_url:
+    with postgres_server() as admin:
         for workers in args.workers:
-            config = run_config(workers, database(admin), lm_url, pairs, out)
+            # A new LM server for each configuration: its prompt cache would otherwise hand the next
+            # configuration the states of the same alerts' prompts, read by the one before.
+            with nullcontext(args.lm_url) if args.lm_url else llama_cpp_server(args.model) as lm_url:
+                config = run_config(workers, database(admin), lm_url, pairs, out)
             config["load"] = round(os.getloadavg()[0], 2)
             configs.append(config)
             print(f"{workers} worker(s): {config['alerts']} diagnoses in {config['seconds']} s, "

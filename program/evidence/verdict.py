@@ -211,8 +211,9 @@ def marked_names(text: str) -> list[str]:
 def ungrounded_names(claim: Claim, refs: list[CitedRef], names: tuple[str, ...], judged: tuple[str, ...] = ()
                      ) -> list[str]:
     """Identifiers, catalog names (services, alerts, states) and names the claim marks as such
-    (`marked_names`) that none of its cited refs contains. A state the claim only denies ("未 firing" of a resolved alert) is not stated: what a
-    claim says of a state is checked against the cited alert's state (`state_conflicts`). `judged`:
+    (`marked_names`) that none of its cited refs contains. A state the claim only denies ("未 firing"
+    of a resolved alert) is not stated: what a claim says of a state is checked against the cited
+    alert's state (`state_conflicts`). `judged`:
     names another check already refused in this claim (the states of a state conflict), so that a
     claim that writes the state's name ("still firing") is refused for what one that writes it in
     other words ("仍在触发") is refused for, and no more."""

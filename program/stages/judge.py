@@ -56,11 +56,12 @@ class Judge(dspy.Predict):
                    config=run.config(judgement_patch), **inputs)
         return None if pred is None else ClaimJudgement.judged(claim.claim_id, pred.judgement, pred.reason)
 
-    def second_opinion(self, run: Run, claim: Claim, first: ClaimJudgement) -> ClaimJudgement | None:
+    def second_opinion(self, run: Run, claim: Claim, first: ClaimJudgement) -> ClaimJudgement:
         """The judgement of the claim against its excerpts alone. Shown the question, the 1.5B has
         judged a claim "contradicted" when it denies what the question presumes ("is resolved" of "is
         it firing right now?"), with a reason that agrees with the claim. Without the question it is
-        the stricter judge (docs/benchmarks.md), so its judgement stands; both are in the record."""
+        the stricter judge (docs/benchmarks.md), so its judgement stands; both are in the record. A
+        second call that fails leaves the first judgement, and the failure caps the verdict."""
         second = self.judge(run, claim, signature=self.signature.delete("question"))
         said = f"{second.judgement} ({second.reason or 'no reason'})" if second else "no judgement (the call failed)"
         run.record.notes.append(Finding(rule="verifier.second_opinion", claim_id=claim.claim_id, message=(
