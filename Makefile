@@ -18,10 +18,12 @@ $(VENV)/.installed: pyproject.toml scripts/llama-wheel.sh
 	touch $@
 
 # The first diagnosis after an install starts from saved stage prefixes (docs/installation.md). A
-# warm-up that fails leaves no stamp and does not fail the install: diagnoses then read their prompts.
+# warm-up that fails does not fail the install, and is not tried again by every later make: the
+# diagnoses then read their prompts.
 $(VENV)/.warmed: $(VENV)/.installed
-	if $(PY) -m program.entry.warm; then touch $@; \
-	else echo "make: the warm-up failed (above); the first diagnosis will read its prompts" >&2; fi
+	@$(PY) -m program.entry.warm || echo "make: the warm-up failed (above); the first diagnosis will" \
+	    "read its prompts; python -m program.entry.warm tries again" >&2
+	@touch $@
 
 install: $(VENV)/.installed $(VENV)/.warmed  ## create .venv, install the program, its models and the test tools, warm the model
 

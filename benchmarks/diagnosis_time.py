@@ -117,6 +117,7 @@ def score(question: dict, result, store: AuditStore) -> dict:
         "retry_repeated": any(a.repeated for a in record.executor_attempts),
         "errors": [e.rule for e in result.errors],
         "overrides": [o.rule for o in evaluation.code_overrides] if evaluation else [],
+        "second_opinions": sum(n.rule == "verifier.second_opinion" for n in record.notes),
         "verifier_judged": sum(j.judgement is not None for j in evaluation.claim_judgements) if evaluation else 0,
     }
 
@@ -151,7 +152,8 @@ def summary(rows: list[dict]) -> dict:
             "verifier_judgements": sum(r["verifier_judged"] for r in rows),
             "retries": sum(r.get("executor_attempts", 1) > 1 for r in rows),
             "retries_repeated": sum(r.get("retry_repeated", False) for r in rows),
-            "verifier_disagreements": sum(r["overrides"].count("verdict.verifier_disagreement") for r in rows)}
+            "verifier_disagreements": sum(r["overrides"].count("verdict.verifier_disagreement") for r in rows),
+            "second_opinions": sum(r.get("second_opinions", 0) for r in rows)}
 
 
 def report(meta: dict, rows: list[dict], totals: dict) -> str:
@@ -166,7 +168,8 @@ def report(meta: dict, rows: list[dict], totals: dict) -> str:
     lines += ["", f"Median per diagnosis: {totals['median_seconds']} s, {totals['median_lm_calls']} LM calls, "
               f"{totals['median_prompt_tokens']} prompt + {totals['median_completion_tokens']} completion tokens. "
               f"The verifier judged {totals['verifier_judgements']} claim(s); code disagreed with "
-              f"{totals['verifier_disagreements']} of its 'contradicted' verdicts. The executor was asked again in "
+              f"{totals['verifier_disagreements']} of its 'contradicted' verdicts, and asked it again, without the "
+              f"question, {totals.get('second_opinions', 0)} time(s). The executor was asked again in "
               f"{totals['retries']} diagnosis(es); {totals['retries_repeated']} of those retries wrote the refused "
               "claims again word for word (no revision).", "",
               "| question | set | verdict | expected | right | gatekeeper | claims verified | forbidden | seconds "

@@ -116,6 +116,14 @@ def ungrounded_tokens(answer: str, verified: list[Claim], names: tuple[str, ...]
     return list(dict.fromkeys(missing))
 
 
+def other_language(text: str, quoted: list[str], names: tuple[str, ...], language: Language | None) -> str | None:
+    """Why the text is not in the answer's language: its own words, past what it quotes of the refs
+    and the catalog's names, are in the other one (wording.py)."""
+    if language is None or (written := written_language(text, quoted, names)) in (None, language):
+        return None
+    return f"the answer's own words are in {written}, not in the answer's language ({language})"
+
+
 def scan_answer(
     answer: str,
     *,
@@ -130,16 +138,14 @@ def scan_answer(
 ) -> list[str]:
     """Reasons to refuse the composer's answer; empty when it may be shown. `names` are the
     catalog's service and alert names, `topics` its topic groups; `cited`, what each claim's
-    passing bindings point at; `language`, the answer's. The answer is read as the claims are
-    (statements.py), and its own words, past what it quotes, in their language (wording.py)."""
+    passing bindings point at; `language`, the answer's. The answer is read as the claims are (statements.py)."""
     cited = cited or {}
     reasons = []
     text = answer.strip()
     if not text:
         return ["the answer is empty"]
-    quoted = [ref.text for c in verified for ref in cited.get(c.claim_id, [])]
-    if language is not None and (written := written_language(text, quoted, names)) not in (None, language):
-        reasons.append(f"the answer's own words are in {written}, not in the answer's language ({language})")
+    if reason := other_language(text, [r.text for c in verified for r in cited.get(c.claim_id, [])], names, language):
+        reasons.append(reason)
     if len(text) > MAX_ANSWER_CHARS:
         reasons.append(f"the answer is {len(text)} characters, over the {MAX_ANSWER_CHARS}-character cap")
     if contradiction := contradicting_sentences(text, verified, names, cited):

@@ -39,6 +39,7 @@ from program.evidence.statements import (
     negated,
     only_denied,
     outside_state_denials,
+    said_state,
     state_conflicts,
 )
 from contracts import (
@@ -198,6 +199,24 @@ def code_sees_support(claim: Claim, contexts: list[str], names: tuple[str, ...] 
     return outside_state_denials(NEGATION, claim.claim_text, names) == outside_state_denials(NEGATION, excerpts, names)
 
 
+def disputed(judgement: ClaimJudgement | None, claim: Claim, contexts: list[str], names: tuple[str, ...] = ()
+             ) -> bool:
+    """The verifier said "contradicted" of a claim whose every number, name and identifier code finds
+    in the clauses it cites with the same polarity (`code_sees_support`)."""
+    return judgement is not None and judgement.judgement == "contradicted" and code_sees_support(
+        claim, contexts, names)
+
+
+def settled_state(claim: Claim, refs: list[CitedRef], names: tuple[str, ...] = ()) -> bool:
+    """Code itself has read what the claim says: it cites only alerts, states their state (firing, or
+    over), and each has that state in its `state` field."""
+    states = {ref.state for ref in refs}
+    raised, cleared = said_state(claim.claim_text, names)
+    if not refs or None in states or raised == cleared:
+        return False
+    return states <= set(RAISED_STATES if raised else CLEARED_STATES)
+
+
 def marked_names(text: str) -> list[str]:
     """The capitalised words of `text` that do not open a sentence (`CAPITALISED`)."""
     names = []
@@ -338,7 +357,7 @@ def _claim_status(claim: Claim, judgement: ClaimJudgement | None, gate: Gatekeep
         why = "no verifier judgement for this claim"
         missing = Finding(rule="verdict.missing_judgement", claim_id=cid, message=why)
         return "downgraded", why, missing if verifier_ran else None
-    if judgement.judgement == "contradicted" and code_sees_support(claim, contexts_of(gate, cid), names):
+    if disputed(judgement, claim, contexts_of(gate, cid), names):
         why = f"verifier said contradicted ({judgement.reason}), but every number, name and identifier of the " \
               "claim occurs in its excerpts with the same polarity: a disagreement, so LOW_CONFID"
         return "downgraded", why, Finding(rule="verdict.verifier_disagreement", claim_id=cid, message=why)

@@ -8,7 +8,7 @@ import dspy
 
 from program.evidence.answer import contexts
 from program.evidence.checks import Checked
-from program.evidence.verdict import code_sees_support, contexts_of, enforce
+from program.evidence.verdict import contexts_of, disputed, enforce, settled_state
 from program.lm.adapter import judgement_patch
 from program.stages.run import Run, ask
 from contracts import Claim, ClaimJudgement, Finding
@@ -35,7 +35,8 @@ class Judge(dspy.Predict):
             for claim in checked.verifiable:
                 verifier_ran = True
                 judgement = self.judge(run, claim)
-                if disputed(judgement, claim, checked, run.catalog.names):
+                if disputed(judgement, claim, contexts_of(gate, claim.claim_id), run.catalog.names) and \
+                        settled_state(claim, run.cited.get(claim.claim_id, []), run.catalog.names):
                     judgement = self.second_opinion(run, claim, judgement)
                 if judgement is not None:
                     judgements[claim.claim_id] = judgement
@@ -57,25 +58,19 @@ class Judge(dspy.Predict):
         return None if pred is None else ClaimJudgement.judged(claim.claim_id, pred.judgement, pred.reason)
 
     def second_opinion(self, run: Run, claim: Claim, first: ClaimJudgement) -> ClaimJudgement:
-        """The judgement of the claim against its excerpts alone. Shown the question, the 1.5B has
-        judged a claim "contradicted" when it denies what the question presumes ("is resolved" of "is
-        it firing right now?"), with a reason that agrees with the claim. Without the question it is
-        the stricter judge (docs/benchmarks.md), so its judgement stands; both are in the record. A
-        second call that fails leaves the first judgement, and the failure caps the verdict."""
+        """The judgement, against its excerpts alone, of an alert's state that code has read in the
+        alert's own `state` field (`settled_state`) and the verifier called contradicted. Shown the
+        question, the 1.5B has judged "contradicted" a state that denies what the question presumes
+        ("is resolved" of "is it firing right now?"), with a reason that agrees with the claim. The
+        second judgement stands; both are in the record. A second call that fails leaves the first
+        judgement, and the failure caps the verdict."""
         second = self.judge(run, claim, signature=self.signature.delete("question"))
         said = f"{second.judgement} ({second.reason or 'no reason'})" if second else "no judgement (the call failed)"
         run.record.notes.append(Finding(rule="verifier.second_opinion", claim_id=claim.claim_id, message=(
-            f"the verifier said contradicted ({first.reason or 'no reason'}), but code found every number, name and "
-            f"identifier of the claim in its excerpts with the same polarity, so it judged the claim again without "
-            f"the question: {said}")))
+            f"the verifier said contradicted ({first.reason or 'no reason'}), but code read the alert state the "
+            f"claim states in the cited alert's state field and every number, name and identifier of the claim in "
+            f"its excerpts, so it judged the claim again without the question: {said}")))
         return second or first
-
-
-def disputed(judgement: ClaimJudgement | None, claim: Claim, checked: Checked, names: tuple[str, ...]) -> bool:
-    """The verifier said "contradicted" of a claim whose every number, name and identifier code finds
-    in its excerpts with the same polarity (`code_sees_support`)."""
-    return judgement is not None and judgement.judgement == "contradicted" and code_sees_support(
-        claim, contexts_of(checked.gate, claim.claim_id), names)
 
 
 def _failed_lookups(run: Run) -> None:

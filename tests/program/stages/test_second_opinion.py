@@ -87,3 +87,16 @@ def test_a_second_opinion_that_fails_keeps_the_first_and_fails_closed(cases, sto
     assert result.verdict == "LOW_CONFID"
     assert any("no judgement" in n.message for n in record.notes if n.rule == "verifier.second_opinion")
     assert any(e.rule.startswith("lm.verifier") for e in result.errors)
+
+
+@pytest.mark.parametrize("text", [
+    # What code cannot read: a word of the metric's health, or a comparison, beside no alert state.
+    "order-service memory usage is healthy, current=91%",
+    "order-service 的 HighMemoryUsage current=91% 低于 threshold=85%",
+])
+def test_a_disputed_claim_that_states_no_alert_state_is_not_asked_again(cases, store, text):
+    result, record, asked = run(cases, store, text, presumption_reader)
+    assert asked == [True]
+    assert result.verdict == "LOW_CONFID"
+    overrides = record.self_evaluation.verifier_evaluation.code_overrides
+    assert [o.rule for o in overrides] == ["verdict.verifier_disagreement"]
