@@ -26,7 +26,8 @@ from program.evidence.relevance import unnamed_topics
 from program.evidence.scope import mentions
 from program.evidence.numbers import misbound_numbers, ungrounded_numbers
 from program.evidence.statements import CLAUSE_END, NEGATION, outside_state_denials, sentences, state_conflicts
-from program.evidence.verdict import IDENTIFIER, CitedRef
+from program.evidence.names import IDENTIFIER, marked_names
+from program.evidence.verdict import CitedRef
 from program.evidence.wording import written_language
 from contracts import RAW_PATH_IN_TEXT, Claim, Language, Verdict
 from tools.text.search import read_line, read_query
@@ -107,11 +108,12 @@ def contradicting_sentences(answer: str, verified: list[Claim], names: tuple[str
 
 def ungrounded_tokens(answer: str, verified: list[Claim], names: tuple[str, ...],
                       cited: dict[str, list[CitedRef]]) -> list[str]:
-    """Numbers, identifiers and catalog names the answer states that no verified claim or cited clause holds."""
+    """Numbers, identifiers, catalog names and words written as names (`marked_names`) that the
+    answer states and no verified claim or cited clause holds."""
     grounding = [c.claim_text for c in verified] + [text for c in verified for text in contexts(c, cited)]
     folded = canonical(" ".join(grounding)).text
     missing = ungrounded_numbers(answer, grounding)
-    tokens = IDENTIFIER.findall(answer) + [n for n in names if mentions(answer, [n.casefold()])]
+    tokens = IDENTIFIER.findall(answer) + [n for n in names if mentions(answer, [n.casefold()])] + marked_names(answer)
     missing += [t for t in tokens if canonical(t).text not in folded]
     return list(dict.fromkeys(missing))
 

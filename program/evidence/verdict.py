@@ -27,9 +27,9 @@ from typing import Any
 
 from program.evidence.characters import bidi_controls
 from program.evidence.injection import restated_instruction, rests_on_direction
+from program.evidence.names import IDENTIFIER, ungrounded_names
 from program.evidence.relevance import Target, off_topic, unnamed_topics
 from program.evidence.scope import mentions
-from program.evidence.units import UNIT
 from program.evidence.numbers import misbound_numbers, ungrounded_numbers
 from program.evidence.statements import (
     CLAUSE_END,
@@ -37,7 +37,6 @@ from program.evidence.statements import (
     NEGATION,
     RAISED_STATES,
     negated,
-    only_denied,
     outside_state_denials,
     said_state,
     state_conflicts,
@@ -58,15 +57,6 @@ from tools.declaration import Toolbox
 from tools.text.folding import nfkc
 from tools.recorder import call_text
 
-# Names and identifiers whose every letter matters: anything with a digit, a joiner or an inner capital.
-IDENTIFIER = re.compile(r"[A-Za-z0-9_%]+(?:[.\-/:=][A-Za-z0-9_%]+)+|[A-Za-z_]*[0-9][A-Za-z0-9_%]*|"
-                        r"[A-Za-z]*[a-z][A-Z][A-Za-z0-9]*|[A-Z]{2,}[A-Za-z0-9]*")
-# A name as a writer marks one without a digit, joiner or inner capital: a capitalised word that
-# does not open a sentence, a quote or a list item ("the Redis connection pool", "的 Redis 连接池").
-CAPITALISED = re.compile(r"(?<![A-Za-z0-9_\-])[A-Z][a-z]+(?![A-Za-z0-9_\-])")
-OPENINGS = frozenset(".!?:;。！？：；\"'“‘(（[「–—-")
-# Numbers with units and separators ("3600/3900/4200ms", "3.8GB/4GB", "91%"): ungrounded_numbers checks those.
-MEASURE = re.compile(rf"(?:[\d.,%/:=\-]+(?:{UNIT})?)+")
 
 # A claim that something was not found or does not exist. "No" reaches the word of finding across
 # whatever the clause names in between ("No container killed log lines were found"), not across its end.
@@ -217,35 +207,6 @@ def settled_state(claim: Claim, refs: list[CitedRef], names: tuple[str, ...] = (
     return states <= set(RAISED_STATES if raised else CLEARED_STATES)
 
 
-def marked_names(text: str) -> list[str]:
-    """The capitalised words of `text` that do not open a sentence (`CAPITALISED`)."""
-    names = []
-    for found in CAPITALISED.finditer(text):
-        before = text[:found.start()].rstrip()
-        if before and before[-1] not in OPENINGS:
-            names.append(found.group())
-    return names
-
-
-def ungrounded_names(claim: Claim, refs: list[CitedRef], names: tuple[str, ...], judged: tuple[str, ...] = ()
-                     ) -> list[str]:
-    """Identifiers, catalog names (services, alerts, states) and names the claim marks as such
-    (`marked_names`) that none of its cited refs contains. A state the claim only denies ("未 firing"
-    of a resolved alert) is not stated: what a claim says of a state is checked against the cited
-    alert's state (`state_conflicts`). `judged`:
-    names another check already refused in this claim (the states of a state conflict), so that a
-    claim that writes the state's name ("still firing") is refused for what one that writes it in
-    other words ("仍在触发") is refused for, and no more."""
-    text = nfkc(" ".join(ref.text for ref in refs)).casefold()
-    claim_text = nfkc(claim.claim_text)
-    stated = [t for t in IDENTIFIER.findall(claim_text) if not MEASURE.fullmatch(t)]
-    stated += [n for n in names if mentions(claim_text, [n.casefold()]) and not only_denied(n, claim_text)
-               and n.casefold() not in judged]
-    catalog = {n.casefold() for n in names}
-    stated += [w for w in marked_names(claim_text) if w.casefold() not in catalog]
-    return [t for t in dict.fromkeys(stated) if t.casefold() not in text]
-
-
 def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target: Target,
                    excluded_terms: tuple[str, ...] = (), names: tuple[str, ...] = (),
                    topics: list[tuple[str, ...]] = ()) -> dict[str, list[Finding]]:
@@ -292,7 +253,7 @@ def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target
                   f"the claim gives {'; '.join(misbound)}: a number said of another quantity")
         if conflicts := state_conflicts(claim.claim_text, {ref.state for ref in refs if ref.state}, contexts, names):
             block(claim, "verdict.state_conflict", "; ".join(conflicts))
-        if missing := ungrounded_names(claim, refs, names, (*RAISED_STATES, *CLEARED_STATES) if conflicts else ()):
+        if missing := ungrounded_names(claim.claim_text, [ref.text for ref in refs], names, bool(conflicts)):
             block(claim, "verdict.ungrounded_name",
                   f"{', '.join(missing)} in the claim occur in none of the refs it cites")
         if missing := unnamed_topics(claim.claim_text, [ref.text for ref in refs], topics):
