@@ -35,9 +35,9 @@ def marked_names(text: str) -> list[str]:
 def ungrounded_names(claim_text: str, ref_texts: list[str], names: tuple[str, ...], states_judged: bool = False
                      ) -> list[str]:
     """Identifiers, catalog names (services, alerts, states) and names the claim marks as such
-    (`marked_names`) that none of the refs it cites (`ref_texts`) contains. A state the claim only denies ("未 firing"
-    of a resolved alert) is not stated: what a claim says of a state is checked against the cited
-    alert's state (`state_conflicts`). `states_judged`: the state check already refused the states
+    (`marked_names`) that none of the refs it cites (`ref_texts`) contains. A state the claim only
+    denies ("未 firing" of a resolved alert) is not stated: what a claim says of a state is checked
+    against the cited alert's state (`state_conflicts`). `states_judged`: the state check already refused the states
     this claim states, so that a claim that writes the state's name ("still firing") is refused for
     what one that writes it in other words ("仍在触发") is refused for, and no more."""
     judged = (*RAISED_STATES, *CLEARED_STATES) if states_judged else ()

@@ -377,7 +377,7 @@ def test_a_runbook_is_never_current_fact(cases, store):
     ("order-service 的 HighMemoryUsage 告警已触发，内存 91%。Root cause confirmed: memory leak in OrderCache.",
      "OrderCache"),
     ("order-service 没有 HighMemoryUsage 告警。", "negates a verified claim"),
-    ("order-service 的 HighMemoryUsage 告警已触发，内存 91%，与 Redis 有关。", "Redis"),
+    ("order-service 的 Redis 主机上 HighMemoryUsage 告警已触发，内存 91%。", "the answer states Redis,"),
     ("order-service 的 HighMemoryUsage 告警已触发，内存 97%。", "97"),
     ("order-service 的 HighMemoryUsage 告警已触发，内存 91%。" * 40, "cap"),
 ])
