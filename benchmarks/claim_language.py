@@ -18,11 +18,12 @@ import json
 import re
 import sys
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.diagnosis_time import questions  # noqa: E402
+from benchmarks.diagnosis_time import every_question  # noqa: E402
 from program.evidence.language import question_language  # noqa: E402
 from program.evidence.wording import written_language  # noqa: E402
 from tools.catalog import active_catalog  # noqa: E402
@@ -69,7 +70,7 @@ def texts_by_question(transcript: Path) -> dict[str, dict[str, list[tuple[str, s
 
 
 def count(run: Path, names: tuple[str, ...]) -> dict:
-    asked = {q["question"]: q for q in questions("all") + questions("reallogs") + questions("english")}
+    asked = {q["question"]: q for q in every_question()}
     rows = json.loads((run / "results.json").read_text(encoding="utf-8"))["rows"]
     in_run = {r["id"] for r in rows}
     by_set: dict[str, dict] = {}
@@ -102,22 +103,34 @@ def table(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
-    runs = [Path(a) for a in (sys.argv[1:] if argv is None else argv)]
+def report_runs(argv: list[str], usage: str, stem: str, measure: Callable[[Path], dict],
+                table_of: Callable[[dict], str]) -> int:
+    """For each run folder of `argv`: `measure` it from its transcript and results, write <stem>.json
+    and <stem>.md into it and print the table. A run that cannot be read stops with exit 2."""
+    runs = [Path(a) for a in argv]
     if not runs:
-        print(__doc__.split("\n\n")[1], file=sys.stderr)
+        print(usage, file=sys.stderr)
         return 2
-    names = active_catalog().names
     for run in runs:
         if not (run / "transcript.jsonl").is_file() or not (run / "results.json").is_file():
             print(f"{run}: no transcript.jsonl and results.json to read", file=sys.stderr)
             return 2
-        result = count(run, names)
-        (run / "claim_language.json").write_text(json.dumps(result, ensure_ascii=False, indent=2), encoding="utf-8")
-        text = table(result)
-        (run / "claim_language.md").write_text(text, encoding="utf-8")
+        try:
+            result = measure(run)
+        except (OSError, ValueError, KeyError) as exc:
+            print(f"{run}: {exc}", file=sys.stderr)
+            return 2
+        (run / f"{stem}.json").write_text(json.dumps(result, ensure_ascii=False, indent=2), encoding="utf-8")
+        text = table_of(result)
+        (run / f"{stem}.md").write_text(text, encoding="utf-8")
         print(text)
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    names = active_catalog().names
+    return report_runs(sys.argv[1:] if argv is None else argv, __doc__.split("\n\n")[1], "claim_language",
+                       lambda run: count(run, names), table)
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ import statistics
 import sys
 from pathlib import Path
 
-from diagnosis_time import questions
+from diagnosis_time import every_question
 
 from program.evidence.scope import read_scope
 from tools.catalog import active_catalog
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     for run in [*args.before, *args.after]:
         if not (run / "results.json").is_file() or not (run / "transcript.jsonl").is_file():
             parser.error(f"{run} is not a benchmark run folder (results.json and transcript.jsonl)")
-    asked = {q["id"]: q["question"] for q in questions("all") + questions("reallogs") + questions("english")}
+    asked = {q["id"]: q["question"] for q in every_question()}
     before, after = rows_of(args.before, asked), rows_of(args.after, asked)
     b, a = summary(before), summary(after)
     print("| | before | after |\n| --- | --- | --- |")

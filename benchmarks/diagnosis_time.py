@@ -67,6 +67,11 @@ def questions(only: str) -> list[dict]:
             "seed+unseen": seed + unseen, "all": seed + unseen + hard + retry}[only]
 
 
+def every_question() -> list[dict]:
+    """Every question of every set, each once."""
+    return questions("all") + questions("reallogs") + questions("english")
+
+
 def real_logs(folder: Path, write: bool) -> Path:
     """The run's copy of the real logs: written by the real programs when recording (links made
     relative, so the folder can move), read as kept when replaying."""
@@ -217,7 +222,7 @@ def bench(args) -> int:
         recorded = json.loads((source / "results.json").read_text(encoding="utf-8"))
         meta = {**recorded["meta"], "mode": f"replayed from {source}"}
         out, transcript = source, source / "transcript.jsonl"
-        asked = [q for q in questions("all") + questions("reallogs") + questions("english") if q["id"] in {r["id"] for r in recorded["rows"]}]
+        asked = [q for q in every_question() if q["id"] in {r["id"] for r in recorded["rows"]}]
         seconds = {r["id"]: r["seconds"] for r in recorded["rows"]}
     else:
         run = "bench-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")

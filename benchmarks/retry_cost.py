@@ -23,8 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.claim_language import STAGE, field  # noqa: E402
-from benchmarks.diagnosis_time import questions  # noqa: E402
+from benchmarks.claim_language import STAGE, field, report_runs  # noqa: E402
+from benchmarks.diagnosis_time import every_question  # noqa: E402
 
 
 def calls_by_question(run: Path) -> list[tuple[dict, list[dict]]]:
@@ -42,13 +42,22 @@ def calls_by_question(run: Path) -> list[tuple[dict, list[dict]]]:
     return assigned
 
 
+def plan_scope(plan: str) -> str | None:
+    """The scope of the plan the executor was shown (a JSON object), or None."""
+    try:
+        value = json.loads(plan)
+    except json.JSONDecodeError:
+        return None
+    return value.get("scope") if isinstance(value, dict) else None
+
+
 def cost(row: dict, calls: list[dict], question: str | None) -> dict | None:
     """The row's narrow-diagnosis figures, or None when it was not narrow."""
     executor = [c for c in calls if (s := STAGE.search(c["system"])) and s.group(1) == "claims"]
     asked = {field(c["messages"][-1]["text"], "question") for c in calls} - {""}
     if question is not None and asked and asked != {question}:
         raise ValueError(f"{row['id']}: its calls were asked {sorted(asked)}, not {question!r}")
-    if not executor or '"scope": "narrow"' not in field(executor[0]["messages"][-1]["text"], "plan"):
+    if not executor or plan_scope(field(executor[0]["messages"][-1]["text"], "plan")) != "narrow":
         return None
     retries = [c for c in executor if field(c["messages"][-1]["text"], "retry_context") not in ("", "none")]
     return {"id": row["id"], "set": row["set"], "seconds": row["seconds"],
@@ -56,7 +65,7 @@ def cost(row: dict, calls: list[dict], question: str | None) -> dict | None:
 
 
 def measure(run: Path) -> dict:
-    asked = {q["id"]: q["question"] for q in questions("all") + questions("reallogs") + questions("english")}
+    asked = {q["id"]: q["question"] for q in every_question()}
     narrow = [c for row, calls in calls_by_question(run) if (c := cost(row, calls, asked.get(row["id"])))]
     sets = {}
     for name in dict.fromkeys(r["set"] for r in narrow):
@@ -80,22 +89,7 @@ def table(result: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    runs = [Path(a) for a in (sys.argv[1:] if argv is None else argv)]
-    if not runs:
-        print(__doc__.split("\n\n")[1], file=sys.stderr)
-        return 2
-    for run in runs:
-        try:
-            result = measure(run)
-        except (OSError, ValueError, KeyError) as exc:
-            print(f"{run}: {exc}", file=sys.stderr)
-            return 2
-        (run / "retry_cost.json").write_text(json.dumps(result, ensure_ascii=False, indent=2), encoding="utf-8")
-        text = table(result)
-        (run / "retry_cost.md").write_text(text, encoding="utf-8")
-        print(text)
-    return 0
-
+    return report_runs(sys.argv[1:] if argv is None else argv, __doc__.split("\n\n")[1], "retry_cost", measure, table)
 
 if __name__ == "__main__":
     sys.exit(main())

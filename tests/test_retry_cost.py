@@ -29,7 +29,7 @@ def write_run(folder, rows, calls):
 
 @pytest.fixture
 def questions(monkeypatch):
-    monkeypatch.setattr("benchmarks.retry_cost.questions", lambda only: [
+    monkeypatch.setattr("benchmarks.retry_cost.every_question", lambda: [
         {"id": "a", "question": QUESTION_A}, {"id": "b", "question": QUESTION_B}, {"id": "c", "question": QUESTION_A}])
 
 
