@@ -29,6 +29,17 @@ from program.evidence.wording import written_language  # noqa: E402
 from tools.catalog import active_catalog  # noqa: E402
 
 STAGE = re.compile(r"Your output fields are:\s*\n1\. `(\w+)`")
+# The citation step's first output field became ref_decisions when it began to judge each ref first.
+STAGE_NAMES = {"plan": "planner", "tool_calls": "tools", "claims": "executor", "ref_decisions": "executor",
+               "judgement": "verifier", "answer": "composer"}
+
+
+def stage_of(system: str) -> str:
+    """The stage a call's system message asks for, by its first output field."""
+    found = STAGE.search(system)
+    return STAGE_NAMES.get(found.group(1), found.group(1)) if found else "unknown"
+
+
 KINDS = ("claims", "reasons", "answers")
 
 
@@ -52,17 +63,17 @@ def texts_by_question(transcript: Path) -> dict[str, dict[str, list[tuple[str, s
     question = ""
     for line in transcript.read_text(encoding="utf-8").splitlines():
         entry = json.loads(line)
-        stage = STAGE.search(entry["system"])
+        stage = stage_of(entry["system"])
         user = entry["messages"][-1]["text"]
         # A call shown no question (the verifier's second opinion) belongs to the diagnosis before it.
         question, reply = field(user, "question") or question, reply_json(entry["reply"])
-        if stage is None or not question:
+        if stage == "unknown" or not question:
             continue
-        if stage.group(1) == "claims":
+        if stage == "executor":
             shown = field(user, "observations")
             found[question]["claims"] = [(str(c.get("claim_text") or ""), shown) for c in reply.get("claims") or []
                                          if isinstance(c, dict)]
-        elif stage.group(1) == "judgement" and reply.get("reason"):
+        elif stage == "verifier" and reply.get("reason"):
             found[question]["reasons"].append((str(reply["reason"]), field(user, "claim") + "\n" + field(user, "excerpts")))
         elif stage.group(1) == "answer" and reply.get("answer"):
             found[question]["answers"].append((str(reply["answer"]), field(user, "verified_facts")))

@@ -104,12 +104,11 @@ def warm_run(question: str, lm) -> dict:
 
 def prefix_table(engine) -> list[dict]:
     """Each stage prompt's static prefix as the engine last used it: tokens, state size, how it came."""
-    from compare_runs import STAGE, STAGE_NAMES
+    from claim_language import stage_of
 
     seen = {}
     for system, use in engine.prefix_log:
-        found = STAGE.search(system)
-        stage = STAGE_NAMES.get(found.group(1), found.group(1)) if found else "unknown"
+        stage = stage_of(system)
         seen.setdefault((stage, use.prefix_tokens), {"stage": stage, "prefix_tokens": use.prefix_tokens,
                                                      "state_bytes": use.state_bytes, "sources": []})
         seen[(stage, use.prefix_tokens)]["sources"].append({"source": use.source, "seconds": use.seconds})

@@ -14,19 +14,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import statistics
 import sys
 from pathlib import Path
 
+from claim_language import stage_of
 from diagnosis_time import every_question
 
 from program.evidence.scope import read_scope
 from tools.catalog import active_catalog
 
-STAGE = re.compile(r"Your output fields are:\s*\n1\. `(\w+)`")
-STAGE_NAMES = {"plan": "planner", "tool_calls": "tools", "claims": "executor", "judgement": "verifier",
-               "answer": "composer"}
 
 
 def diagnoses(run: Path) -> list[list[dict]]:
@@ -34,8 +31,7 @@ def diagnoses(run: Path) -> list[list[dict]]:
     groups: list[list[dict]] = []
     for line in (run / "transcript.jsonl").read_text(encoding="utf-8").splitlines():
         call = json.loads(line)
-        found = STAGE.search(call["system"])
-        stage = STAGE_NAMES.get(found.group(1), found.group(1)) if found else "unknown"
+        stage = stage_of(call["system"])
         if stage == "planner" or not groups:
             groups.append([])
         groups[-1].append({"stage": stage, "written": int(call["completion_tokens"] or 0),

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.claim_language import STAGE, field, report_runs  # noqa: E402
+from benchmarks.claim_language import field, report_runs, stage_of  # noqa: E402
 from benchmarks.diagnosis_time import every_question  # noqa: E402
 
 
@@ -53,7 +53,7 @@ def plan_scope(plan: str) -> str | None:
 
 def cost(row: dict, calls: list[dict], question: str | None) -> dict | None:
     """The row's narrow-diagnosis figures, or None when it was not narrow."""
-    executor = [c for c in calls if (s := STAGE.search(c["system"])) and s.group(1) == "claims"]
+    executor = [c for c in calls if stage_of(c["system"]) == "executor"]
     asked = {field(c["messages"][-1]["text"], "question") for c in calls} - {""}
     if question is not None and asked and asked != {question}:
         raise ValueError(f"{row['id']}: its calls were asked {sorted(asked)}, not {question!r}")

@@ -137,6 +137,17 @@ class Claim(Contract):
 CitationLabel = Annotated[str, _at_most(MAX_ID_CHARS, "a citation label")]
 
 
+# What the executor decides of each ref (or no-hit) it is offered, by its label, before it writes a
+# claim: only a ref that answers stays cited (program.evidence.citations.Menu.answering).
+RefDecision = Literal["answers", "earlier_state", "other_service", "other_topic", "excluded", "irrelevant"]
+ANSWERS: RefDecision = "answers"
+
+
+class RefJudgement(Contract):
+    ref: CitationLabel
+    decision: RefDecision
+
+
 class ClaimDraft(Contract):
     """A claim as the executor writes it: its type, then what it cites, then what it says. A
     binding is a label that points at a citation, or a quoted binding from an LM that writes free
@@ -337,6 +348,8 @@ class ExecutorAttempt(Contract):
     used: bool = False
     # A retry that wrote the refused attempt's claims again word for word: no revision.
     repeated: bool = False
+    # What it decided of each ref offered, by label (empty: it wrote none; its bindings stand as written).
+    ref_decisions: dict[CitationLabel, RefDecision] = Field(default_factory=dict)
 
 
 class DiagnosisSession(Contract):

@@ -8,6 +8,7 @@ Used for labeled demos and by tests that script a good LM.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from program.evidence.matching import CLAUSE, clauses
@@ -90,6 +91,37 @@ def gold_executor_output(case: dict, observations: str, *, point: bool = False, 
                        "evidence_bindings": bindings})
     missing = [{"info_id": f"missing-{n}", "description": text} for n, text in enumerate(missing_texts, start=1)]
     return {"claims": claims, "hypotheses": [], "missing_info": missing, "recommended_actions": []}
+
+
+# What a ref a good answer must not cite is to the question, by the kind of case it is in.
+WRONG_DECISION = {"state_pair": "earlier_state", "other_service": "other_service", "excluded_same_log": "excluded",
+                  "some_lines": "other_topic", "mixed": "earlier_state", "broad": "earlier_state"}
+SERVICE_FIELD = re.compile(r"\bservice=([\w.-]+)")
+
+
+def gold_decisions(case: dict, observations: str) -> list[dict]:
+    """The case's decision on every ref it is shown, by label: a ref a good answer cites answers; a
+    ref it must not cite is what the case's kind makes it (an earlier state, another service's
+    alert, an excluded topic, another endpoint); another service's ref is other_service; the rest
+    are irrelevant."""
+    def named(ref: Ref, refs: list[dict]) -> bool:
+        return any(r["tool_name"] == ref.tool_name and any(n in ref.text for n in r["needles"]) for r in refs)
+
+    cited = {label for claim in gold_executor_output(case, observations, point=True)["claims"]
+             for label in claim["evidence_bindings"]}
+    targets = set(case["gold"]["plan"]["target_services"])
+    decided = {}
+    for ref in refs_in(observations):
+        service = SERVICE_FIELD.search(ref.text)
+        if ref.label in cited or any(label.startswith(f"{ref.label} §") for label in cited) or named(ref, case["expected_refs"]):
+            decided[ref.label] = "answers"
+        elif named(ref, case["wrong_refs"]):
+            decided[ref.label] = WRONG_DECISION.get(case["kind"], "irrelevant")
+        elif service and service.group(1) not in targets:
+            decided[ref.label] = "other_service"
+        else:
+            decided[ref.label] = "irrelevant"
+    return [{"ref": label, "decision": decision} for label, decision in decided.items()]
 
 
 def fixture_executor_output(case: dict, invocation_ids: list[int]) -> dict:

@@ -22,7 +22,7 @@ from functools import cached_property
 
 import dspy
 
-from devset.gold import gold_executor_output, gold_tool_calls
+from devset.gold import gold_decisions, gold_executor_output, gold_tool_calls
 from devset.metric import citation_recall, contradicted, narrow_problems, polarity, wrong_citations
 from program.store.audit import AuditStore
 from program.evidence.checks import CUT_OFF, CitationCheck, check_citations
@@ -121,7 +121,8 @@ class Recorded:
         question = self.case["translation"]["question"] if translated else self.case["question"]
         return dspy.Example(case_id=self.case["case_id"], language=question_language(question), question=question,
                             plan=self.plan, invocations=self.invocations, narrow=self.scope.narrow,
-                            observations=self.observations, retry_context="none", claims=claims, hypotheses=[],
+                            observations=self.observations, retry_context="none",
+                            ref_decisions=gold_decisions(self.case, self.observations), claims=claims, hypotheses=[],
                             missing_info=gold["missing_info"], recommended_actions=[]
                             ).with_inputs("language", "question", "plan", "invocations", "narrow", "retry_context")
 

@@ -23,6 +23,7 @@ from contracts import (
     MissingInfo,
     PlanDraft,
     PlannerOutput,
+    RefJudgement,
     RetryContext,
     ToolInvocation,
 )
@@ -98,7 +99,7 @@ def _call(inv_id: int, tool: str, arguments: dict, items: list[dict] = (), messa
 
 
 def _labels(calls: list[ToolInvocation]) -> list[str]:
-    """What a demo claim cites: every ref of these calls, and the no-hit of a call that found nothing."""
+    """What a worked revision cites: every ref of these calls, and the no-hit of a call that found nothing."""
     labels = []
     for inv in calls:
         refs = inv.retrieval_details.evidence_refs
@@ -110,59 +111,99 @@ def _log(clock: str, level: str, service: str, message: str) -> dict:
     return {"timestamp": f"2026-01-01T{clock}:00", "level": level, "service": service, "message": message}
 
 
-_DISK = [_call(7, "query_metrics", {"service": "checkout-service", "alert_name": "DiskPressure"}, [
-             {"name": "DiskPressure", "state": "firing", "service": "checkout-service", "current": "93%",
-              "threshold": "85%", "duration": "6m", "description": "volume /var/log 40GB",
-              "samples": [88.1, 90.4, 93.0]}]),
-         _call(8, "query_logs", {"query": "disk", "service": "checkout-service"}, [
-             _log("10:40", "WARN", "checkout-service", "disk usage 93% on /var/log")])]
-_POOL = [_call(4, "query_logs", {"query": "Redis 连接池", "service": "cart-service"}, [
-             _log("09:12", "ERROR", "cart-service", "Redis pool exhausted: could not get a resource from the pool (max 64)"),
-             _log("09:12", "WARN", "cart-service", "Redis pool stats: active=64/64, idle=0")])]
-_SEARCH = [_call(3, "query_logs", {"query": "Elasticsearch timeout", "service": "search-service"}, message=(
-    "未找到匹配的日志 (no log lines matched query='Elasticsearch timeout', service='search-service', level=None)"))]
+def _alert(name: str, state: str, service: str, current: str, threshold: str, description: str) -> dict:
+    return {"name": name, "state": state, "service": service, "current": current, "threshold": threshold,
+            "duration": "6m", "description": description}
 
 
-# Each case: ({language: (question, topics, claim text, missing_info)}, service, calls, claim type).
+def _decided(calls: list[ToolInvocation], decisions: list[list[str]]) -> list[RefJudgement]:
+    """Each ref's decision (or a no-hit's), call by call in the order shown."""
+    decided = []
+    for inv, chosen in zip(calls, decisions, strict=True):
+        labels = [citation_label(inv.id, ref.raw_path) for ref in inv.retrieval_details.evidence_refs]
+        decided += [RefJudgement(ref=label, decision=decision)
+                    for label, decision in zip(labels or [citation_label(inv.id, None)], chosen, strict=True)]
+    return decided
+
+
+# Every demo holds a ref that does not answer (another service's alert, an earlier state, another
+# endpoint, an excluded topic, an unrelated line) and cites only the one that does, so that neither
+# citing every ref nor a position is the lesson; the answering ref sits at another index in each.
+_DISK = [_call(7, "query_metrics", {"alert_name": "DiskPressure"}, [
+    _alert("DiskPressure", "firing", "payment-service", "88%", "85%", "shares volume /data with checkout-service"),
+    _alert("DiskPressure", "firing", "checkout-service", "93%", "85%", "volume /var/log 40GB"),
+    _alert("DiskPressure", "resolved", "checkout-service", "61%", "85%", "volume /var/log 26GB after rotation")])]
+_SLOW = [_call(4, "query_logs", {"query": "slow request", "service": "cart-service"}, [
+    _log("09:12", "WARN", "cart-service", "GC pause 1200ms during POST /api/cart/submit"),
+    _log("09:12", "WARN", "cart-service", "Slow request: GET /api/cart/view took 2100ms"),
+    _log("09:13", "WARN", "cart-service", "Slow request: POST /api/cart/submit took 3400ms")])]
+_POOL = [_call(5, "query_logs", {"query": "connection pool exhausted", "service": "inventory-service"}, [
+    _log("08:02", "INFO", "inventory-service", "connection pool stats: active=7/50, idle=43, waiting=0"),
+    _log("08:03", "INFO", "inventory-service", "request id=8812 served in 40ms")])]
+_SEARCH = [_call(2, "query_metrics", {"service": "search-service", "alert_name": "HighLatency"}, [
+               _alert("HighLatency", "resolved", "search-service", "P99=0.8s", "P99>1s", "query latency"),
+               _alert("HighLatency", "firing", "search-service", "P99=2.4s", "P99>1s", "query latency")]),
+           _call(3, "query_logs", {"query": "Elasticsearch timeout", "service": "search-service"}, message=(
+               "未找到匹配的日志 (no log lines matched query='Elasticsearch timeout', service='search-service', level=None)"))]
+
+
+# Each case: ({language: (question, topics, excluded, [claim texts], missing_info)}, service, calls,
+# each call's decisions per ref, and each claim's type and labels.
 _EXECUTOR_CASES = (
-    ({"zh": ("只确认 checkout-service 是否存在 DiskPressure 告警", ["DiskPressure"],
-             "checkout-service 存在 DiskPressure 告警（firing），磁盘使用率 93%。",
+    ({"zh": ("只确认 checkout-service 是否存在 DiskPressure 告警", ["DiskPressure"], [],
+             ["checkout-service 存在 DiskPressure 告警（firing），磁盘使用率 93%。"],
              ["磁盘增长的原因未知，需要查看 /var/log 下的文件。"]),
-      "en": ("Only confirm whether checkout-service has a DiskPressure alert.", ["DiskPressure"],
-             "checkout-service has a DiskPressure alert (firing), disk usage 93%.",
+      "en": ("Only confirm whether checkout-service has a DiskPressure alert.", ["DiskPressure"], [],
+             ["checkout-service has a DiskPressure alert (firing), disk usage 93%."],
              ["Why the disk filled up is unknown; the files under /var/log would tell."])},
-     "checkout-service", _DISK, "observation"),
-    ({"zh": ("确认 cart-service 是否存在 Redis 连接池耗尽。", ["Redis 连接池耗尽"],
-             "cart-service 存在 Redis 连接池耗尽日志：Redis pool exhausted，active=64/64。", []),
-      "en": ("Confirm whether cart-service has Redis connection pool exhaustion.", ["Redis pool exhaustion"],
-             "cart-service logs show the Redis connection pool exhausted: Redis pool exhausted, active=64/64.", [])},
-     "cart-service", _POOL, "observation"),
-    ({"zh": ("search-service 的日志中是否有 Elasticsearch 超时？", ["Elasticsearch 超时"],
-             "search-service 的日志中未检索到 Elasticsearch 超时记录。", []),
-      "en": ("Does search-service log Elasticsearch timeouts?", ["Elasticsearch timeout"],
-             "No Elasticsearch timeout log lines were found for search-service.", [])},
-     "search-service", _SEARCH, "negative_observation"),
+     "checkout-service", _DISK, [["other_service", "answers", "earlier_state"]],
+     [("observation", ["#7 $.alerts[1]"])]),
+    ({"zh": ("只确认 cart-service 的 POST /api/cart/submit 是否有慢请求日志，不要看 GC。", ["慢请求"], ["GC"],
+             ["cart-service 的 POST /api/cart/submit 有慢请求：took 3400ms。"], []),
+      "en": ("Only confirm whether cart-service logs slow requests on POST /api/cart/submit; leave GC out.",
+             ["slow request"], ["GC"], ["cart-service logs a slow request on POST /api/cart/submit: took 3400ms."], [])},
+     "cart-service", _SLOW, [["excluded", "other_topic", "answers"]], [("observation", ["#4 $.logs[2]"])]),
+    ({"zh": ("确认 inventory-service 的连接池是否耗尽。", ["连接池耗尽"], [],
+             ["inventory-service 的连接池没有耗尽：active=7/50, waiting=0。"], []),
+      "en": ("Confirm whether inventory-service's connection pool is exhausted.", ["connection pool exhaustion"], [],
+             ["inventory-service's connection pool is not exhausted: active=7/50, waiting=0."], [])},
+     "inventory-service", _POOL, [["answers", "irrelevant"]], [("observation", ["#5 $.logs[0]"])]),
+    ({"zh": ("只确认 search-service 是否有 HighLatency 告警，以及日志中是否有 Elasticsearch 超时。",
+             ["HighLatency", "Elasticsearch 超时"], [],
+             ["search-service 存在 HighLatency 告警（firing），P99=2.4s。", "search-service 的日志中未检索到 Elasticsearch 超时记录。"], []),
+      "en": ("Only confirm whether search-service has a HighLatency alert, and whether its logs show Elasticsearch timeouts.",
+             ["HighLatency", "Elasticsearch timeout"], [],
+             ["search-service has a HighLatency alert (firing), P99=2.4s.", "No Elasticsearch timeout log lines were found for search-service."], [])},
+     "search-service", _SEARCH, [["earlier_state", "answers"], ["answers"]],
+     [("observation", ["#2 $.alerts[1]"]), ("negative_observation", ["#3 no-hit"])]),
 )
 
 
 def executor_demos() -> list[dspy.Example]:
-    """An alert, a log event that was found, and a search that found nothing, each in both
-    languages, in the output shape the grammar allows: bindings point at labels, the same in both.
-    Numbers in a claim are copied from what it cites. Each demo carries the calls it was shown
-    (`invocations`) beside their rendering."""
+    """An alert beside another service's and its own earlier one, slow lines on two endpoints and
+    an excluded topic, a healthy pool that answers "no", and an alert found beside a search that
+    found nothing (two claims), each in both languages, in the output shape the grammar allows:
+    a decision on every ref first, then bindings that point at the refs decided answers, the same
+    in both. Numbers in a claim are copied from what it cites. Each demo carries the calls it was
+    shown (`invocations`) beside their rendering."""
     return [
         dspy.Example(language=language, question=question, retry_context="none", invocations=calls,
-                     plan=PlannerOutput(scope="narrow", target_services=[service], topics=topics),
-                     observations=render_observations(calls),
-                     claims=[ClaimDraft(claim_type=kind, evidence_bindings=_labels(calls), claim_text=claim)],
+                     plan=PlannerOutput(scope="narrow", target_services=[service], topics=topics,
+                                        excluded_topics=excluded),
+                     observations=render_observations(calls), ref_decisions=_decided(calls, decisions),
+                     claims=[ClaimDraft(claim_type=kind, evidence_bindings=labels, claim_text=text)
+                             for (kind, labels), text in zip(claims, texts, strict=True)],
                      hypotheses=[], recommended_actions=[],
                      missing_info=[MissingInfo(info_id=f"missing-{n}", description=text)
                                    for n, text in enumerate(missing, start=1)])
         .with_inputs("language", "question", "plan", "observations", "retry_context")
-        for texts, service, calls, kind in _EXECUTOR_CASES for language, (question, topics, claim, missing) in texts.items()
+        for cases, service, calls, decisions, claims in _EXECUTOR_CASES
+        for language, (question, topics, excluded, texts, missing) in cases.items()
     ]
 
 
+_DISK_FIRING = [_call(7, "query_metrics", {"service": "checkout-service", "alert_name": "DiskPressure"}, [
+    _alert("DiskPressure", "firing", "checkout-service", "93%", "85%", "volume /var/log 40GB")])]
 _DISK_RESOLVED = [_call(9, "query_metrics", {"service": "checkout-service", "alert_name": "DiskPressure"}, [
     {"name": "DiskPressure", "state": "resolved", "service": "checkout-service", "current": "61%", "threshold": "85%",
      "duration": "6m", "description": "volume /var/log 26GB after log rotation", "samples": [93.0, 74.2, 61.0]}])]
@@ -190,7 +231,7 @@ REVISIONS = (
              "checkout-service's DiskPressure alert has recovered, disk usage 93%."),
       "zh": ("checkout-service 的 DiskPressure 告警已经恢复了吧？只确认。",
              "checkout-service 的 DiskPressure 告警已经恢复了，磁盘使用率 93%。")},
-     "checkout-service", "DiskPressure", _DISK[:1], "observation",
+     "checkout-service", "DiskPressure", _DISK_FIRING, "observation",
      [("verdict.state_conflict", STATE_CONFLICT)], False),
     ({"en": ("Did cart-service log any Redis connection errors?",
              "No Redis connection error log lines were found for cart-service."),
@@ -233,7 +274,7 @@ def retry_demos() -> list[dspy.Example]:
                 plan=PlannerOutput(scope="narrow", target_services=[service], topics=[topic]),
                 observations=render_observations(calls),
                 retry_context=retry_text(context, [_refused(calls, claim_type, text)], _labels(shown) if looked else []),
-                claims=[answer], hypotheses=[], missing_info=[], recommended_actions=[],
+                ref_decisions=[RefJudgement(ref=label, decision="answers") for label in _labels(shown)], claims=[answer], hypotheses=[], missing_info=[], recommended_actions=[],
             ).with_inputs("language", "question", "plan", "observations", "retry_context"))
     return demos
 

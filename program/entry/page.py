@@ -192,9 +192,20 @@ def render_session(record: DiagnosisSession, invocations: list[ToolInvocation]) 
     return TEMPLATES.get_template("session.html").render(
         record=record, evaluation=evaluation, gate=gate, gate_findings=_run_findings(gate), claims=claims,
         used=used, earlier=earlier, run_overrides=[o for o in overrides if o.claim_id is None],
-        invocations=sorted(invocations, key=lambda inv: inv.id), call_text=call_text,
+        invocations=sorted(invocations, key=lambda inv: inv.id), call_text=call_text, ref_texts=_ref_texts(invocations),
         total_seconds=sum(u.seconds for u in record.usage.values()),
         traceback_rule=TRACEBACK, style=Markup(STYLE), policy=POLICY)
+
+
+def _ref_texts(invocations: list[ToolInvocation]) -> dict[str, str]:
+    """What each ref (and each no-hit) says, by the label the executor decided on."""
+    texts = {}
+    for inv in invocations:
+        details = inv.retrieval_details
+        texts.update({citation_label(inv.id, ref.raw_path): ref.text for ref in details.evidence_refs})
+        if details.evidence_status == "no_evidence" and details.message:
+            texts[citation_label(inv.id, None)] = details.message
+    return texts
 
 
 def render_problem(title: str, message: str) -> str:

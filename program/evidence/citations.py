@@ -16,8 +16,12 @@ from dataclasses import dataclass
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from program.evidence.language import say
 from program.evidence.matching import clauses, match_excerpt
-from contracts import Claim, ClaimDraft, EvidenceBinding, Finding, Language, ToolInvocation
+from contracts import ANSWERS, Claim, ClaimDraft, EvidenceBinding, Finding, Language, RefDecision, ToolInvocation
 from tools.recorder import canonical_label, citation_label
+
+
+# A binding the executor cited although it decided its ref does not answer the question.
+SET_ASIDE = "executor.set_aside"
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,49 @@ class Menu:
     @property
     def no_hits(self) -> list[str]:
         return [label for label in self.offered if not self.citations[label].hit]
+
+    @property
+    def refs(self) -> list[str]:
+        """The labels the executor decides on before it cites: each whole ref and each no-hit it is
+        offered, not their clauses."""
+        return [label for label in self.offered
+                if label == citation_label(self.citations[label].invocation_id, self.citations[label].raw_path)]
+
+    def answering(self, drafts: Iterable[ClaimDraft], decisions: dict[str, RefDecision]
+                  ) -> tuple[list[ClaimDraft], list[Finding]]:
+        """The drafts with only the bindings whose ref the executor decided answers the question, and
+        what was set aside. A ref it decided nothing about keeps its binding (an LM that writes no
+        decisions cites as it wrote); a draft left with no binding is left out, for it rests on
+        nothing its writer judged an answer."""
+        kept, set_aside = [], []
+        for number, draft in enumerate(drafts, start=1):
+            bindings = []
+            for cited in draft.evidence_bindings:
+                ref = self._ref_label(cited)
+                decision = decisions.get(ref) if ref is not None else None
+                if decision is None or decision == ANSWERS:
+                    bindings.append(cited)
+                else:
+                    set_aside.append(Finding(rule=SET_ASIDE, claim_id=draft.claim_id, message=(
+                        f"claim {number} as written cited {ref}, which the executor decided is {decision}, "
+                        f"not an answer; that binding was set aside")))
+            if bindings:
+                kept.append(draft.model_copy(update={"evidence_bindings": bindings}))
+            elif draft.evidence_bindings:
+                set_aside.append(Finding(rule=SET_ASIDE, claim_id=draft.claim_id, message=(
+                    f"claim {number} as written cited only refs the executor decided do not answer the "
+                    f"question, so it was left out")))
+            else:
+                kept.append(draft)
+        return kept, set_aside
+
+    def _ref_label(self, cited: str | EvidenceBinding) -> str | None:
+        """The label of the whole ref (or no-hit) a binding cites, clause or whole, label or quote."""
+        if isinstance(cited, EvidenceBinding):
+            return (citation_label(cited.source_invocation_id, cited.raw_path)
+                    if cited.source_invocation_id is not None else None)
+        citation = self.lookup(cited)
+        return citation_label(citation.invocation_id, citation.raw_path) if citation is not None else None
 
     def lookup(self, written: str) -> Citation | None:
         label = canonical_label(written)

@@ -19,6 +19,7 @@ from contracts import (
     MissingInfo,
     ParseStatus,
     RecommendedAction,
+    RefJudgement,
 )
 
 FIELDS: dict[str, type[BaseModel]] = {
@@ -27,6 +28,26 @@ FIELDS: dict[str, type[BaseModel]] = {
     "missing_info": MissingInfo,
     "recommended_actions": RecommendedAction,
 }
+
+
+# The executor's decision on each ref: optional (an LM may write none), and not a list.
+DECISIONS = "ref_decisions"
+
+
+def _decisions(value: Any, problems: list[str]) -> dict[str, str]:
+    """The decisions that name a label and one of the closed set, by label; the others are named as dropped."""
+    if not isinstance(value, list):
+        problems.append(f"{DECISIONS} is {type(value).__name__}, not a list")
+        return {}
+    kept = {}
+    for i, item in enumerate(value):
+        try:
+            judged = RefJudgement.model_validate(item)
+        except ValidationError as exc:
+            problems.append(f"{DECISIONS}[{i}] dropped: {exc.errors()[0].get('msg')}")
+            continue
+        kept[judged.ref] = judged.decision
+    return kept
 
 
 def _load(text: str) -> Any:
@@ -64,9 +85,10 @@ def salvage_executor_output(text: str | None, expected: tuple[str, ...] = tuple(
         snippet = (text or "")[:200]
         return {name: [] for name in FIELDS}, ParseStatus(status="invalid",
                                                            detail=f"no JSON object in LM output: {snippet!r}")
-    kept: dict[str, list] = {name: [] for name in FIELDS}
+    kept: dict[str, Any] = {name: [] for name in FIELDS}
     problems: list[str] = []
-    for name in expected:
+    kept[DECISIONS] = _decisions(data.get(DECISIONS, []), problems) if DECISIONS in expected else {}
+    for name in (n for n in expected if n != DECISIONS):
         model = FIELDS[name]
         items = data.get(name, [])
         if not isinstance(items, list):
@@ -87,7 +109,7 @@ def salvage_executor_output(text: str | None, expected: tuple[str, ...] = tuple(
                     first_error = exc.errors()[0]
             where = ".".join(str(p) for p in first_error.get("loc", ()))
             problems.append(f"{name}[{i}] dropped: {where or 'item'}: {first_error.get('msg')}")
-    missing = [name for name in expected if name not in data]
+    missing = [name for name in expected if name not in data and name != DECISIONS]
     if missing:
         problems.append(f"missing field(s) {', '.join(missing)}")
     # The adapter already refused this text, so even a clean salvage is not a valid output.

@@ -49,6 +49,7 @@ from contracts import (
     ClaimDraft,
     ClaimType,
     PlanDraft,
+    RefDecision,
 )
 from tools.calls import ToolCallContract
 from tools.catalog import Catalog
@@ -218,6 +219,8 @@ def citation_patch(menu: Menu, *, narrow: bool = False, pointing: bool = False) 
         "additionalProperties": False,
     } for c in menu.citations.values() if c.label == citation_label(c.invocation_id, c.raw_path)]
 
+    decided = menu.refs
+
     def patch(schema: dict) -> dict:
         # missing_info is not limited (the design says so); the token budget bounds it.
         _set_lengths(schema, {"claims": NARROW_MAX_CLAIMS if narrow else BROAD_MAX_CLAIMS, "evidence_bindings": 8,
@@ -230,9 +233,25 @@ def citation_patch(menu: Menu, *, narrow: bool = False, pointing: bool = False) 
             defs["ClaimDraft"] = {"anyOf": branches}
         if actions and "EvidenceBinding" in defs:
             defs["EvidenceBinding"] = {"anyOf": actions}
+        _decide_first(schema, decided)
         return schema
 
     return patch
+
+
+def _decide_first(schema: dict, labels: list[str]) -> None:
+    """One decision for each ref offered, in the order the observations show them, written before
+    any claim: the grammar writes every label, and the model chooses only the decision."""
+    properties = schema.get("properties", {})
+    if "ref_decisions" not in properties or not labels:
+        return
+    properties["ref_decisions"] = {"type": "array", "prefixItems": [{
+        "type": "object", "properties": {"ref": {"const": label}, "decision": {"enum": list(get_args(RefDecision))}},
+        "required": ["ref", "decision"], "additionalProperties": False} for label in labels],
+        "minItems": len(labels), "maxItems": len(labels)}
+    # The field has a default (an LM given no schema may leave it out), so DSPy does not require it;
+    # under the grammar it is required, and in the signature's order, before the claims.
+    schema["required"] = [name for name in properties if name in {*schema.get("required", ()), "ref_decisions"}]
 
 
 def _argument_schema(schema: dict) -> dict:

@@ -27,7 +27,11 @@ def cite_and_check(run: Run, cite: Cite, attempts: int) -> Checked:
         run.record.executor_attempts.append(ExecutorAttempt(
             attempt=number, drafts=attempt.drafts, executor_output=attempt.output, parse_status=attempt.parse_status,
             gatekeeper_result=reviewed.checked.gate, retry_context=context, used=used,
-            repeated=bool(attempt.get("repeated")), blocked=[f for found in reviewed.checked.blockers.values() for f in found]))
+            repeated=bool(attempt.get("repeated")), blocked=[f for found in reviewed.checked.blockers.values() for f in found],
+            ref_decisions=attempt.get("decisions") or {}))
+        if used:
+            # Each attempt's drafts and decisions are in the record; the used one's bindings set aside are said.
+            run.record.notes.extend(attempt.get("set_aside") or [])
         if attempt.error is not None:
             # An attempt that is not used leaves no gap in the evidence: its failure is only noted.
             (run.errors if used else run.record.notes).append(attempt.error)

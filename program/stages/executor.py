@@ -33,23 +33,25 @@ import dspy
 from program.evidence.checks import Review, retry_text
 from program.evidence.citations import Menu
 from program.evidence.language import question_language
-from program.evidence.parsing import salvage_executor_output
+from program.evidence.parsing import DECISIONS, salvage_executor_output
 from program.lm.adapter import TEXT_MAX_CHARS, citation_patch, narrowing
 from program.lm.engine import narrows
 from program.stages.stage_errors import stage_error
 from contracts import ExecutorOutput, Finding, Language, ParseStatus, PlannerOutput, RetryContext, ToolInvocation
 from signatures.demos import executor_demos, for_language, retry_demos
 from signatures.diagnosis import CiteEvidence, narrow_citation, retry_citation
-from tools.recorder import render_observations
+from tools.recorder import canonical_label, render_observations
 
 LISTS = ("hypotheses", "missing_info", "recommended_actions")
 
 
 class Cite(dspy.Module):
     """Claims bound to this session's citations. Returns a Prediction with `output` (the expanded
-    ExecutorOutput), `parse_status`, `drafts` (the claims as the LM wrote them), `refused`
-    (labels that name no citation), `error` (the LM stage's failure, or None) and `text_cap` (the
-    longest claim text the narrowed schema allowed; None when it was not narrowed)."""
+    ExecutorOutput), `parse_status`, `drafts` (the claims as the LM wrote them), `decisions` (what
+    it decided of each ref, by label), `set_aside` (the bindings of refs it decided do not answer,
+    which code took out of its claims), `refused` (labels that name no citation), `error` (the LM
+    stage's failure, or None) and `text_cap` (the longest claim text the narrowed schema allowed;
+    None when it was not narrowed)."""
 
     # The stage's name in the record: its usage key and the stem of its rules (a recorded name).
     usage_key = "executor"
@@ -121,6 +123,7 @@ class Cite(dspy.Module):
             return self._result(ExecutorOutput(), ParseStatus(status="invalid", detail=(
                 f"executor LM call failed: {type(exc).__name__}")), error=stage_error(self.usage_key, exc))
         parts = {name: list(getattr(pred, name, None) or []) for name in ("claims", *LISTS)}
+        parts[DECISIONS] = {j.ref: j.decision for j in getattr(pred, DECISIONS, None) or []}
         return self._result(parts, ParseStatus(status="valid", detail="parsed executor evidence contract"), menu,
                             text_cap=cap, language=language)
 
@@ -129,12 +132,17 @@ class Cite(dspy.Module):
                 error: Finding | None = None, text_cap: int | None = None,
                 language: Language | None = None) -> dspy.Prediction:
         if isinstance(parts, ExecutorOutput):
-            return dspy.Prediction(output=parts, parse_status=parse, drafts=[], refused=[], error=error, text_cap=None)
+            return dspy.Prediction(output=parts, parse_status=parse, drafts=[], refused=[], error=error, text_cap=None,
+                                   decisions={}, set_aside=[])
         drafts = parts.get("claims", [])
-        claims, refused = menu.expand(drafts, language)
+        # Only the refs it judged an answer; a decision on a label not on the menu decides nothing.
+        offered = set(menu.refs)
+        decisions = {key: d for label, d in parts.get(DECISIONS, {}).items() if (key := canonical_label(label)) in offered}
+        answering, set_aside = menu.answering(drafts, decisions)
+        claims, refused = menu.expand(answering, language)
         output = ExecutorOutput(claims=claims, **{name: parts.get(name, []) for name in LISTS})
         return dspy.Prediction(output=output, parse_status=parse, drafts=drafts, refused=refused, error=error,
-                               text_cap=text_cap)
+                               text_cap=text_cap, decisions=decisions, set_aside=set_aside)
 
 
 def _same_claims(drafts: list, before: list) -> bool:

@@ -19,6 +19,8 @@ from dspy.lm15 import Message, Response, TextPart, Usage
 from program.lm.adapter import field_value  # noqa: F401  (the tests read a prompt's fields through it)
 
 STAGE = re.compile(r"Your output fields are:\s*\n1\. `(\w+)`")
+# The citation step's first output field is its decision on each ref; the responders call it "claims".
+STAGE_NAMES = {"ref_decisions": "claims"}
 
 
 @dataclass
@@ -33,7 +35,7 @@ class ScriptedEngine:
     def complete(self, request):
         system = request.system if isinstance(request.system, str) else "".join(p.text for p in request.system or ())
         found = STAGE.search(system or "")
-        stage = found.group(1) if found else "unknown"
+        stage = STAGE_NAMES.get(found.group(1), found.group(1)) if found else "unknown"
         user = request.messages[-1].text or ""
         self.calls.append((stage, user))
         self.systems.append(system or "")

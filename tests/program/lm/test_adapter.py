@@ -128,7 +128,7 @@ def test_a_narrow_schema_has_no_empty_claim_list_and_no_branch_the_evidence_cann
     # A session without hits has no observation branch: "found" cannot be claimed from a no-hit.
     assert [b["properties"]["claim_type"]["const"] for b in schema["$defs"]["ClaimDraft"]["anyOf"]] == [
         "negative_observation"]
-    assert set(schema["properties"]) == {"claims", "missing_info"}
+    assert set(schema["properties"]) == {"ref_decisions", "claims", "missing_info"}
 
     menu, _ = _menu(store, ("query_logs", {"query": "Full GC", "service": "order-service"}))
     schema = _sent(narrow_citation(CiteEvidence), citation_patch(menu, narrow=True))

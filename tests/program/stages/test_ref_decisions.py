@@ -1,0 +1,152 @@
+"""The citation step judges each ref before it cites (issue 28, step 2): one decision per ref offered,
+from a closed set, under the grammar and before the claims; only the refs decided "answers" stay
+cited; the decisions go into the audit record and onto its page."""
+
+import json
+
+import pytest
+
+from devset import devset_world, load_devset
+from devset.gold import refs_in
+from devset.recorded import record
+from program.entry.api import diagnose
+from program.entry.page import render_session
+from program.evidence.citations import SET_ASIDE, Menu
+from program.evidence.parsing import salvage_executor_output
+from program.lm.adapter import citation_patch
+from program.lm.wire import schema_grammar_text
+from contracts import ANSWERS, ClaimDraft, EvidenceBinding
+from signatures.demos import executor_demos
+from signatures.diagnosis import CiteEvidence, narrow_citation
+from tests.program.lm.test_adapter import _sent
+from tests.support.good_lm import good_lm
+from tools.functions import TOOLBOX
+from tools.recorder import ToolInvocationRecorder
+
+QUESTION = "只确认 order-service 是否存在 HighMemoryUsage 告警"
+# The lookup by alert name alone returns order-service's firing alert and user-service's resolved one.
+BY_NAME = {"tool_name": "query_metrics", "alert_name": "HighMemoryUsage"}
+
+
+def label_of(observations: str, needle: str) -> str:
+    """The first ref that holds `needle` (code's own lookup of the named alert comes first)."""
+    return next(r.label for r in refs_in(observations) if needle in r.text)
+
+
+def both_alerts_lm(cases, decide):
+    """An executor that cites both alerts of the lookup in one claim, after the decisions `decide` gives."""
+    def executor(observations, attempt, user):
+        mine, other = label_of(observations, "service=order-service"), label_of(observations, "service=user-service")
+        return {"ref_decisions": [{"ref": ref, "decision": d} for ref, d in decide(mine, other).items()],
+                "claims": [{"claim_type": "observation", "evidence_bindings": [mine, other],
+                            "claim_text": "order-service 存在 HighMemoryUsage 告警（firing），current=91%。"}],
+                "missing_info": []}
+
+    return good_lm({**cases["high_memory_positive"], "question": QUESTION}, executor=executor, planner=lambda user: {
+        "plan": {"target_services": ["order-service"], "topics": ["HighMemoryUsage"]}, "tool_calls": [BY_NAME]})
+
+
+def test_a_ref_decided_another_service_is_set_aside_and_the_claim_on_the_answer_passes(cases, store):
+    lm = both_alerts_lm(cases, lambda mine, other: {mine: "answers", other: "other_service"})
+    result = diagnose(QUESTION, lm=lm, db=store)
+    assert result.verdict == "PASS"
+    (claim,) = result.claims
+    assert [b.evidence_excerpt.split(",")[1].strip() for b in claim.claim.evidence_bindings] == ["service=order-service"]
+    record_ = store.get_session(result.session_id)
+    used = next(a for a in record_.executor_attempts if a.used)
+    assert sorted(used.ref_decisions.values()) == ["answers", "other_service"]
+    # The LM's own bindings stay in the record as it wrote them; what code set aside is said.
+    assert len(used.drafts[0].evidence_bindings) == 2
+    (note,) = [n for n in record_.notes if n.rule == SET_ASIDE]
+    assert "other_service" in note.message
+    html = render_session(record_, store.list_invocations(result.session_id))
+    assert 'class="decisions"' in html and "other_service" in html and "service=user-service" in html
+
+
+def test_without_the_decision_the_same_claim_is_blocked(cases, store):
+    """The decision is what moved the verdict: citing user-service's resolved alert blocks the claim."""
+    lm = both_alerts_lm(cases, lambda mine, other: {mine: "answers", other: "answers"})
+    result = diagnose(QUESTION, lm=lm, db=store)
+    assert result.verdict != "PASS"
+    assert not [n for n in store.get_session(result.session_id).notes if n.rule == SET_ASIDE]
+
+
+def test_a_claim_that_cites_only_refs_decided_not_answering_is_left_out(store):
+    recorder = ToolInvocationRecorder(store, "s", TOOLBOX)
+    inv = recorder.call("query_metrics", alert_name="HighMemoryUsage")
+    menu = Menu(recorder.invocations)
+    mine, other = menu.refs
+    drafts = [ClaimDraft(claim_type="observation", evidence_bindings=[f"{other} §1"], claim_text="x"),
+              ClaimDraft(claim_type="observation", evidence_bindings=[mine], claim_text="y")]
+    kept, set_aside = menu.answering(drafts, {mine: "answers", other: "earlier_state"})
+    # A clause label is judged by its whole ref.
+    assert [d.claim_text for d in kept] == ["y"] and "left out" in set_aside[-1].message
+    # A ref it decided nothing about keeps its binding, a quoted binding too.
+    quoted = EvidenceBinding(tool_name=inv.tool_name, source_invocation_id=inv.id,
+                             raw_path=menu.citations[other].raw_path, evidence_excerpt=menu.citations[other].excerpt)
+    draft = ClaimDraft(claim_type="observation", evidence_bindings=[mine, quoted], claim_text="z")
+    assert menu.answering([draft], {})[0] == [draft]
+    assert menu.answering([draft], {other: "other_service"})[0][0].evidence_bindings == [mine]
+
+
+def test_the_schema_asks_for_one_decision_per_ref_before_any_claim(store):
+    recorder = ToolInvocationRecorder(store, "s", TOOLBOX)
+    recorder.call("query_metrics", alert_name="HighMemoryUsage")
+    recorder.call("query_logs", query="nothing like this at all", service="order-service")
+    menu = Menu(recorder.invocations)
+    schema = _sent(narrow_citation(CiteEvidence), citation_patch(menu, narrow=True))
+    items = schema["properties"]["ref_decisions"]["prefixItems"]
+    # Whole refs and no-hits, not their clauses, in the order the observations show them.
+    assert [i["properties"]["ref"]["const"] for i in items] == menu.refs
+    assert len(menu.refs) == 3 and menu.refs[-1].endswith("no-hit") and not any("§" in r for r in menu.refs)
+    assert all(i["properties"]["decision"]["enum"][0] == ANSWERS and len(i["properties"]["decision"]["enum"]) == 6
+               for i in items)
+    assert schema["required"][:2] == ["ref_decisions", "claims"]
+    grammar = schema_grammar_text(json.dumps(schema))
+    root = grammar.split("root ::=")[1].splitlines()[0]
+    assert root.index("ref-decisions") < root.index("claims"), root
+
+
+def test_decisions_that_do_not_parse_are_dropped_by_name_and_the_rest_kept():
+    text = json.dumps({"ref_decisions": [{"ref": "#1 $.alerts[0]", "decision": "answers"},
+                                         {"ref": "#1 $.alerts[1]", "decision": "maybe"}],
+                       "claims": [{"claim_type": "observation", "evidence_bindings": ["#1 $.alerts[0]"]}]})
+    kept, parse = salvage_executor_output(text, ("ref_decisions", "claims", "missing_info"))
+    assert kept["ref_decisions"] == {"#1 $.alerts[0]": "answers"}
+    assert parse.status == "repaired" and "ref_decisions[1] dropped" in parse.detail
+
+
+def test_every_shipped_demo_passes_over_a_ref_and_cites_only_what_it_decided_answers():
+    answering_positions, shown = set(), set()
+    for demo in executor_demos():
+        decided = {j.ref: j.decision for j in demo.ref_decisions}
+        assert list(decided) == Menu(demo.invocations).refs
+        assert any(d != ANSWERS for d in decided.values())
+        cited = {b for c in demo.claims for b in c.evidence_bindings}
+        assert cited == {r for r, d in decided.items() if d == ANSWERS}
+        answering_positions |= {r.split("[")[-1] for r in cited if "[" in r}
+        shown |= set(decided.values())
+    # Neither citing every ref nor one position is the lesson.
+    assert len(answering_positions) >= 3
+    assert shown >= {
+        "other_service", "earlier_state", "other_topic", "excluded", "irrelevant"}
+
+
+@pytest.fixture(scope="module")
+def recorded():
+    with devset_world():
+        return record(load_devset(), TOOLBOX)
+
+
+def test_the_devset_gold_decides_every_ref_it_is_shown_and_cites_only_answers(recorded):
+    for case_id, evidence in recorded.items():
+        example = evidence.example()
+        decided = {j["ref"]: j["decision"] for j in example.ref_decisions}
+        assert list(decided) == Menu(evidence.invocations).refs, case_id
+        answering = {r for r, d in decided.items() if d == ANSWERS}
+        cited = {b.split(" §")[0] for c in example.claims for b in c.evidence_bindings}
+        assert cited <= answering, case_id
+        for wrong in evidence.case["wrong_refs"]:
+            for ref in refs_in(evidence.observations):
+                if ref.tool_name == wrong["tool_name"] and any(n in ref.text for n in wrong["needles"]):
+                    assert decided[ref.label] != ANSWERS, (case_id, ref.label)

@@ -1,0 +1,38 @@
+import json
+
+import pytest
+
+from benchmarks.program_row import Mismatch, compare, main
+
+
+def results(run_id, scores, *, rule=None, recording=None):
+    runs = [{"label": "uncompiled", "case_id": c, "kind": c.split("_")[0], "split": "held-out", "score": s,
+             "normalised": round((s - 0.1) / 0.9, 4), "verdict": "PASS" if s > 0.5 else "LOW_CONFID",
+             "expected_verdict": "PASS"} for c, s in scores.items()]
+    runs += [{**r, "label": "rule", "score": rule[r["case_id"]]} for r in runs] if rule else []
+    return {"meta": {"run_id": run_id, "recording": recording or {"shuffled_refs": True}, "lm_identity": {"model": "m"}},
+            "runs": runs}
+
+
+def test_the_gain_is_paired_per_case_and_the_moved_cases_are_named():
+    before = results("a", {"near_one": 0.3, "near_two": 0.3, "mixed_one": 1.0})
+    after = results("b", {"near_one": 1.0, "near_two": 0.3, "mixed_one": 0.8}, rule={"near_one": 0.5, "near_two": 0.5,
+                                                                                    "mixed_one": 0.5})
+    found = compare(before, after)
+    assert found["gain"]["gain"] == round((0.7 + 0.0 - 0.2) / 3, 4)
+    assert found["rows"]["before"]["kinds"] == {"mixed": 1.0, "near": 0.3}
+    assert found["rows"]["after"]["verdicts_right"] == 2
+    assert [m["case_id"] for m in found["moved"]] == ["mixed_one", "near_one"]
+    assert found["over_rule"]["gain"] == round((0.5 - 0.2 + 0.3) / 3, 4)
+
+
+def test_runs_that_recorded_other_evidence_or_other_cases_are_refused(tmp_path, capsys):
+    with pytest.raises(Mismatch, match="recording"):
+        compare(results("a", {"x": 1.0}, recording={"shuffled_refs": False}), results("b", {"x": 1.0}))
+    with pytest.raises(Mismatch, match="same held-out cases"):
+        compare(results("a", {"x": 1.0}), results("b", {"y": 1.0}))
+    for name, payload in (("a", results("a", {"x": 1.0})), ("b", results("b", {"y": 1.0}))):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(json.dumps(payload))
+    assert main(["--before", str(tmp_path / "a"), "--after", str(tmp_path / "b")]) == 2
+    assert "Mismatch" in capsys.readouterr().err and not (tmp_path / "b" / "program_row.md").exists()
