@@ -37,7 +37,8 @@ import dspy  # noqa: E402
 from devset import devset_world, load_devset  # noqa: E402
 from devset.recorded import WEIGHTS, Recorded, Recording, output_of, record, recording_of, score_output  # noqa: E402
 from devset.rule import LookupRule  # noqa: E402
-from optimization.candidates import DEFAULT, OPTIMIZERS, RESCORABLE, SAVABLE, Settings, compile_candidate  # noqa: E402
+from optimization.candidates import (  # noqa: E402
+    DEFAULT, OPTIMIZERS, REFLECTING, RESCORABLE, SAVABLE, Settings, compile_candidate)
 from optimization.experiment import CaseRun, Calls, Progress, Row, evaluate, say  # noqa: E402
 from optimization.replay import REPLY_INPUTS, RECORDED_ARGS, ReplayError, differences, read_run, rescored  # noqa: E402
 from optimization.report import screenshot, write_report  # noqa: E402
@@ -59,10 +60,12 @@ def parse_args(argv):
     parser.add_argument("--lm", help="the task model (default: DIAGNOSIS_LM or the embedded model)")
     parser.add_argument("--optimizers", default=",".join(DEFAULT),
                         help=f"comma-separated candidates from {', '.join(OPTIMIZERS)} (default: {','.join(DEFAULT)})")
-    parser.add_argument("--k", type=int, default=2, help="demos per candidate (stratified takes one per stratum)")
+    parser.add_argument("--k", type=int, default=2,
+                        help="demos per candidate (per_kind takes one per kind, stratified one per stratum)")
     parser.add_argument("--threshold", type=float, default=0.9, help="BootstrapFewShot: the metric a demo run needs")
     parser.add_argument("--teacher", help="BootstrapFewShot's teacher LM (default: the task model teaches itself)")
-    parser.add_argument("--reflection-lm", help="GEPA's reflection and MIPROv2's prompt model (default: the task model)")
+    parser.add_argument("--reflection-lm",
+                        help="GEPA's reflection and MIPROv2's prompt model (required by gepa and mipro)")
     parser.add_argument("--gepa-calls", type=int, default=24, help="GEPA: metric-call budget")
     parser.add_argument("--gepa-val", type=int, default=6, help="GEPA: training cases it validates proposals on")
     parser.add_argument("--mipro-trials", type=int, default=6, help="MIPROv2: trials")
@@ -94,6 +97,9 @@ def parse_args(argv):
     unknown = [n for n in args.names if n not in OPTIMIZERS]
     if unknown:
         parser.error(f"unknown optimizer(s) {', '.join(unknown)}; choose from {', '.join(OPTIMIZERS)}")
+    if (reflecting := [n for n in args.names if n in REFLECTING]) and not args.reflection_lm:
+        parser.error(f"{', '.join(reflecting)} needs --reflection-lm, the model that writes its instructions "
+                     f"(e.g. a hosted LM); the task model is not used in its place")
     if args.rescore and (moved := [n for n in args.names if n not in RESCORABLE]):
         parser.error(f"--rescore {args.rescore}: {', '.join(moved)} compile by the metric or the model, so under "
                      f"another metric they would compile other programs than the replies were written for; "

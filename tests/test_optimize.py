@@ -11,7 +11,7 @@ import optimize
 from devset import load_devset
 from devset.gold import gold_executor_output
 from devset.recorded import WEIGHTS
-from optimization.candidates import STRATA, stratified, stratum
+from optimization.candidates import STRATA, per_kind, stratified, stratum
 from optimization.replay import scores
 from optimization.report import gain_text
 from optimization.statistics import paired_gain, part_correlation
@@ -256,10 +256,13 @@ def test_the_committed_rescore_is_what_rescoring_the_committed_run_gives(monkeyp
 
 def test_a_second_run_is_answered_from_the_reply_cache_and_its_replay_reproduces_it(run_optimize, monkeypatch,
                                                                                    capsys, tmp_path):
-    first, _ = run_optimize({None: learner()}, "--optimizers", "labeled")
+    first, _ = run_optimize({None: learner()})
+    by = rows(first)
+    assert [r["label"] for r in first["rows"] if r["kind"] == "candidate"] == ["per_kind"]
+    assert first["meta"]["chosen"] == "per_kind" and first["meta"]["saved"] and by["per_kind"]["held_out"] == 1.0
     assert (first["meta"]["model_calls"], first["meta"]["cached_served"]) == (2 * 40, 0)
     again = learner()
-    second, run_dir = run_optimize({None: again}, "--optimizers", "labeled", out="again")
+    second, run_dir = run_optimize({None: again}, out="again")
     # Greedy decoding: the unchanged baseline and candidate get the replies the first run kept, and no model call.
     assert again.engine.calls == []
     assert (second["meta"]["model_calls"], second["meta"]["cached_served"], second["meta"]["repeats_served"]) == (
@@ -313,6 +316,28 @@ def test_no_reply_cache_serves_and_keeps_nothing(run_optimize, tmp_path):
     assert second["meta"]["cached_served"] == 0 and second["meta"]["reply_cache"] is None
     assert second["meta"]["model_calls"] == len(again.engine.calls) > 0
     assert sorted((tmp_path / "replies").iterdir()) == kept
+
+
+@pytest.mark.parametrize("name", ["gepa", "mipro"])
+def test_gepa_and_mipro_need_a_reflection_model_named(name, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        optimize.main(["--optimizers", f"per_kind,{name}"])
+    assert exit_info.value.code == 2 and f"{name} needs --reflection-lm" in capsys.readouterr().err
+
+
+def test_per_kind_demos_are_the_first_training_case_of_each_kind():
+    from devset import devset_world
+    from devset.recorded import record
+
+    with devset_world():
+        evidence = record(DEVSET, TOOLBOX)
+    train = [r.example() for r in evidence.values() if r.case["split"] == "train"]
+    chosen = per_kind(train, evidence)
+    kinds = [evidence[e.case_id].case["kind"] for e in chosen]
+    assert kinds == list(dict.fromkeys(evidence[e.case_id].case["kind"] for e in train))
+    assert {c["kind"] for c in DEVSET if c["split"] == "held-out"} <= set(kinds)
+    assert [e.case_id for e in chosen] == [next(e.case_id for e in train if evidence[e.case_id].case["kind"] == kind)
+                                          for kind in kinds]
 
 
 def test_stratified_demos_show_each_stratum_once():
