@@ -13,7 +13,9 @@ held-out split beside the uncompiled program, the lookup rule (no model), the go
 metric's ceiling) and the best candidate per case. The gain is the held-out score minus the
 uncompiled program's, with a paired bootstrap interval as its noise; the best candidate is saved,
 with the LM it was compiled for, only when that interval lies above zero. Every LM request and reply
-goes to `transcript.jsonl`; under greedy decoding an exact repeat is answered from it and counted.
+goes to `transcript.jsonl`; under greedy decoding an exact repeat is answered from it and counted,
+and a request an earlier run made of the same model is answered from the reply cache (.reply_cache/,
+or --reply-cache) and counted apart.
 Each case's score is also reported normalised, between what an output with no claim scores on it
 and what its gold output scores.
 """
@@ -35,7 +37,8 @@ import dspy  # noqa: E402
 from devset import devset_world, load_devset  # noqa: E402
 from devset.recorded import WEIGHTS, Recorded, Recording, output_of, record, recording_of, score_output  # noqa: E402
 from devset.rule import LookupRule  # noqa: E402
-from optimization.candidates import DEFAULT, OPTIMIZERS, RESCORABLE, SAVABLE, Settings, compile_candidate  # noqa: E402
+from optimization.candidates import (  # noqa: E402
+    DEFAULT, OPTIMIZERS, REFLECTING, RESCORABLE, SAVABLE, Settings, compile_candidate)
 from optimization.experiment import CaseRun, Calls, Progress, Row, evaluate, say  # noqa: E402
 from optimization.replay import REPLY_INPUTS, RECORDED_ARGS, ReplayError, differences, read_run, rescored  # noqa: E402
 from optimization.report import screenshot, write_report  # noqa: E402
@@ -48,21 +51,33 @@ from program.lm.engine import lm_spec, resolve_lm  # noqa: E402
 from program.lm.transcript import recording_lm, replaying_lm  # noqa: E402
 from tools.functions import TOOLBOX  # noqa: E402
 
+# Where the model's replies are kept across runs unless --reply-cache names another folder; git-ignored.
+REPLY_CACHE = Path(__file__).resolve().parent / ".reply_cache"
+
+
 def parse_args(argv):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], prog="python optimize.py")
     parser.add_argument("--lm", help="the task model (default: DIAGNOSIS_LM or the embedded model)")
     parser.add_argument("--optimizers", default=",".join(DEFAULT),
                         help=f"comma-separated candidates from {', '.join(OPTIMIZERS)} (default: {','.join(DEFAULT)})")
-    parser.add_argument("--k", type=int, default=2, help="demos per candidate (stratified takes one per stratum)")
+    parser.add_argument("--k", type=int, default=2,
+                        help="demos per candidate (per_kind takes one per kind, stratified one per stratum)")
     parser.add_argument("--threshold", type=float, default=0.9, help="BootstrapFewShot: the metric a demo run needs")
     parser.add_argument("--teacher", help="BootstrapFewShot's teacher LM (default: the task model teaches itself)")
-    parser.add_argument("--reflection-lm", help="GEPA's reflection and MIPROv2's prompt model (default: the task model)")
+    parser.add_argument("--reflection-lm",
+                        help="GEPA's reflection and MIPROv2's prompt model (required by gepa and mipro)")
     parser.add_argument("--gepa-calls", type=int, default=24, help="GEPA: metric-call budget")
     parser.add_argument("--gepa-val", type=int, default=6, help="GEPA: training cases it validates proposals on")
     parser.add_argument("--mipro-trials", type=int, default=6, help="MIPROv2: trials")
     parser.add_argument("--train-scores", action="store_true", help="also score every program on the training split")
     parser.add_argument("--out", default="results", help="folder for results/<run>/")
     parser.add_argument("--compiled-dir", help="where to save the chosen program (default: compiled/)")
+    kept = parser.add_mutually_exclusive_group()
+    kept.add_argument("--reply-cache", type=Path, default=REPLY_CACHE,
+                      help="the folder of the model replies kept across runs, which answer the same greedy requests "
+                           "again (default: .reply_cache/ in the project)")
+    kept.add_argument("--no-reply-cache", dest="reply_cache", action="store_const", const=None,
+                      help="keep no reply and serve none: every request this run has not made before goes to the model")
     again = parser.add_mutually_exclusive_group()
     again.add_argument("--replay", help="a run folder to re-score from its transcript and embeddings, without the model")
     again.add_argument("--rescore", help="a run folder whose recorded replies to score under this code's metric, on "
@@ -82,6 +97,9 @@ def parse_args(argv):
     unknown = [n for n in args.names if n not in OPTIMIZERS]
     if unknown:
         parser.error(f"unknown optimizer(s) {', '.join(unknown)}; choose from {', '.join(OPTIMIZERS)}")
+    if (reflecting := [n for n in args.names if n in REFLECTING]) and not args.reflection_lm:
+        parser.error(f"{', '.join(reflecting)} needs --reflection-lm, the model that writes its instructions "
+                     f"(e.g. a hosted LM); the task model is not used in its place")
     if args.rescore and (moved := [n for n in args.names if n not in RESCORABLE]):
         parser.error(f"--rescore {args.rescore}: {', '.join(moved)} compile by the metric or the model, so under "
                      f"another metric they would compile other programs than the replies were written for; "
@@ -116,13 +134,13 @@ def best_per_case(programs: list[Row]) -> Row:
     return best
 
 
-def run_candidates(args, lm, train, held, evidence, calls, repeats) -> tuple[Row, list[Row], dict]:
+def run_candidates(args, lm, train, held, evidence, calls, served) -> tuple[Row, list[Row], dict]:
     evaluated = (train + held) if args.train_scores else held
     planned = len(evaluated) * (1 + len(args.names))
     progress = Progress(planned)
     say("the uncompiled citation module (its shipped instruction and demos)")
     baseline = Row("uncompiled", "uncompiled", "the shipped instruction and demos")
-    baseline.runs = evaluate(Cite(), "uncompiled", evaluated, evidence, calls, progress, repeats)
+    baseline.runs = evaluate(Cite(), "uncompiled", evaluated, evidence, calls, progress, served)
     settings = Settings(k=args.k, threshold=args.threshold, gepa_calls=args.gepa_calls, gepa_val=args.gepa_val,
                         mipro_trials=args.mipro_trials, lm=lm, teacher=args.teacher_lm, reflection=args.reflection,
                         embedder=args.embedder)
@@ -140,7 +158,7 @@ def run_candidates(args, lm, train, held, evidence, calls, repeats) -> tuple[Row
             progress.planned -= len(evaluated)
         else:
             programs[name] = program
-            row.runs = evaluate(program, name, evaluated, evidence, calls, progress, repeats)
+            row.runs = evaluate(program, name, evaluated, evidence, calls, progress, served)
         rows.append(row)
     return baseline, rows, programs
 
@@ -202,23 +220,30 @@ def main(argv: list[str] | None = None) -> int:
     # A replay and a rescore record the evidence as their run did: its replies cite those refs.
     recording = recording_of(recorded["meta"]) if recorded else Recording()
     base_lm = resolve_lm(args.lm)
+
+    def with_transcript(base):
+        return recording_lm(base, out / "transcript.jsonl", cache=args.reply_cache)
+
     try:
         lm = (replaying_lm(base_lm, source / "transcript.jsonl", by_inputs=REPLY_INPUTS if args.rescore else ())
-              if recorded else recording_lm(base_lm, out / "transcript.jsonl"))
+              if recorded else with_transcript(base_lm))
     except ValueError as exc:  # a transcript line that is no entry
         print(f"python optimize.py: error: {'--rescore' if args.rescore else '--replay'} {source}: {exc}", file=sys.stderr)
         return 2
     # The teacher and the reflection model answer from the same transcript, so a replay needs none of them.
-    args.teacher_lm = lm if args.teacher and recorded else (recording_lm(resolve_lm(args.teacher), out / "transcript.jsonl")
-                                                          if args.teacher else None)
-    args.reflection = (lm if args.reflection_lm and recorded else recording_lm(resolve_lm(args.reflection_lm), out / "transcript.jsonl")
+    args.teacher_lm = (lm if args.teacher and recorded else with_transcript(resolve_lm(args.teacher))
+                       if args.teacher else None)
+    args.reflection = (lm if args.reflection_lm and recorded else with_transcript(resolve_lm(args.reflection_lm))
                        if args.reflection_lm else None)
     args.embedder = (QuestionEmbedder(replay=source / "embeddings.json") if recorded
                      else QuestionEmbedder(record=out / "embeddings.json")) if "knn" in args.names else None
     calls = Calls()
+    engines = list({id(m.engine): m.engine for m in (lm, args.teacher_lm, args.reflection) if m}.values())
+    caches = [e.cache for e in engines if getattr(e, "cache", None)]  # a replay's engine keeps none
 
-    def repeats() -> int:
-        return sum(getattr(m.engine, "repeats", 0) for m in {id(x): x for x in (lm, args.teacher_lm, args.reflection) if x}.values())
+    def served() -> tuple[int, int]:
+        """The replies the run's engines gave without the model so far: repeats, and replies kept by earlier runs."""
+        return sum(e.repeats for e in engines), sum(e.cached for e in engines)
 
     with devset_world():
         say("loading the devset and recording the gold tool calls through the recorder, in the devset's world")
@@ -230,16 +255,19 @@ def main(argv: list[str] | None = None) -> int:
         say(f"{len(train)} training and {len(held)} held-out cases; LM {lm_spec(args.lm)}"
             + (f", its replies re-scored from {source}" if args.rescore else f", replayed from {source}" if args.replay else ""))
         with dspy.context(lm=lm, adapter=adapter_for(lm), callbacks=[*dspy.settings.callbacks, calls]):
-            baseline, candidates, programs = run_candidates(args, lm, train, held, evidence, calls, repeats)
+            baseline, candidates, programs = run_candidates(args, lm, train, held, evidence, calls, served)
         references = reference_rows(train + held, evidence)
     rows = [baseline, *candidates, *references, best_per_case([baseline, *(c for c in candidates if c.runs)])]
     before = baseline.scores("held-out")
     gains = {r.label: paired_gain(before, r.scores("held-out")) for r in rows if r is not baseline and r.runs}
     chosen, why = choose(candidates, gains)
+    repeats, cached = served()
     meta = {"run_id": run_id, "lm": lm_spec(args.lm), "lm_identity": lm_identity(base_lm), "k": args.k,
             "cores": os.cpu_count(), "train_cases": len(train), "held_out_cases": len(held),
             "chosen": chosen.label if chosen else None, "why": why, "saved": None,
-            "model_calls": calls.calls - repeats(), "repeats_served": repeats(), "interval": INTERVAL,
+            "model_calls": calls.calls - repeats - cached, "repeats_served": repeats, "cached_served": cached,
+            "reply_cache": None if recorded or args.reply_cache is None else str(args.reply_cache),
+            "cache_ignored": sum(c.ignored for c in caches), "interval": INTERVAL,
             "resamples": RESAMPLES, "args": {k: getattr(args, k) for k in RECORDED_ARGS},
             "recording": asdict(recording)}
     if args.rescore:
@@ -257,12 +285,16 @@ def main(argv: list[str] | None = None) -> int:
     (out / "results.json").write_text(json.dumps(payload, ensure_ascii=False, indent=2), encoding="utf-8")
     write_report(out, payload)
     problem = screenshot(out / "report.html", out / "report.png")
+    kept_in = f" ({meta['reply_cache']})" if meta["reply_cache"] else ""
     for row in rows:
         print(f"{row.label:>14}: train {row.mean('train')}  held-out {row.mean('held-out')} "
               f"(normalised {row.mean('held-out', normalised=True)})  {gains.get(row.label) or ''}")
     say(f"report: {out / 'report.html'}{'' if problem is None else f' (no screenshot: {problem})'}; "
         f"saved: {meta['saved'] or 'nothing'} ({why}); {meta['model_calls']} model calls, "
-        f"{meta['repeats_served']} repeats served from the transcript")
+        f"{meta['repeats_served']} repeats served from the transcript, {meta['cached_served']} replies served from "
+        f"the reply cache{kept_in}, {meta['cache_ignored']} kept replies ignored")
+    for cache_problem in (p for c in caches for p in c.problems):
+        say(f"reply cache: {cache_problem}")
     if args.rescore:
         print("\n".join(rescored(recorded, payload)))
         if lm.engine.missing or lm.engine.unused:

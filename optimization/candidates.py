@@ -10,13 +10,16 @@ import dspy
 from devset.recorded import CitationMetric, Recorded
 from program.stages.executor import Cite
 
-OPTIMIZERS = ("labeled", "stratified", "bootstrap", "knn", "gepa", "mipro")
-DEFAULT = ("stratified",)
+OPTIMIZERS = ("per_kind", "labeled", "stratified", "bootstrap", "knn", "gepa", "mipro")
+DEFAULT = ("per_kind",)
 # Only these become a fixed program that diagnose() can load; KNN picks demos per question at run time.
-SAVABLE = ("labeled", "stratified", "bootstrap", "gepa", "mipro")
+SAVABLE = ("per_kind", "labeled", "stratified", "bootstrap", "gepa", "mipro")
 # Compiled from the training cases alone, by no metric and no model: the same programs on every run,
 # so their recorded replies can be scored again under another metric.
-RESCORABLE = ("labeled", "stratified", "knn")
+RESCORABLE = ("per_kind", "labeled", "stratified", "knn")
+# Their optimizer has a second model write the instructions. On the task model that is the small
+# model rewriting its own prompt, so the user names that model (optimize.py refuses them without one).
+REFLECTING = ("gepa", "mipro")
 STRATA = ("alert hit", "log hit", "no-hit", "distractor")
 
 
@@ -29,6 +32,7 @@ class Settings:
     mipro_trials: int
     lm: dspy.BaseLM
     teacher: dspy.BaseLM | None = None
+    # GEPA's reflection and MIPROv2's prompt model: one the user names (optimize.py requires it for them).
     reflection: dspy.BaseLM | None = None
     embedder: object | None = None
 
@@ -62,6 +66,15 @@ def stratified(train: list[dspy.Example], evidence: dict[str, Recorded]) -> list
     return chosen
 
 
+def per_kind(train: list[dspy.Example], evidence: dict[str, Recorded]) -> list[dspy.Example]:
+    """One gold demo per kind of case (the devset's `kind`): the first training case of each kind,
+    in the training split's order, so that every run compiles the same demos in the same order."""
+    first: dict[str, dspy.Example] = {}
+    for example in train:
+        first.setdefault(evidence[example.case_id].case["kind"], example)
+    return list(first.values())
+
+
 def in_both_languages(demos: list[dspy.Example], evidence: dict[str, Recorded]) -> list[dspy.Example]:
     """Each gold demo and, after it, the same case in its other language (its translation: the
     question and claim texts translated, the labels the same), so that a compiled program shows
@@ -85,6 +98,12 @@ def compile_candidate(name: str, train: list[dspy.Example], evidence: dict[str, 
                       settings: Settings) -> tuple[dspy.Module | None, str]:
     base = Cite()
     metric = CitationMetric(evidence)
+    if name == "per_kind":
+        demos = per_kind(train, evidence)
+        student = dspy.LabeledFewShot(k=len(demos)).compile(base.deepcopy(), trainset=demos)
+        return with_translations(student, evidence), (
+            f"LabeledFewShot on {len(demos)} gold demos, one per kind of case, each in both languages: "
+            + ", ".join(f"{demo.case_id} ({evidence[demo.case_id].case['kind']})" for demo in demos))
     if name == "labeled":
         student = with_translations(dspy.LabeledFewShot(k=settings.k).compile(base.deepcopy(), trainset=train), evidence)
         return student, (f"LabeledFewShot: {settings.k} gold demos from the training split, each in both "
@@ -113,13 +132,13 @@ def compile_candidate(name: str, train: list[dspy.Example], evidence: dict[str, 
         return optimizer.compile(base.deepcopy()), (f"KNNFewShot: the {settings.k} training examples nearest to each "
                                                     f"question (llama.cpp embeddings of the question) as gold demos")
     if name == "gepa":
-        optimizer = dspy.GEPA(metric=metric, reflection_lm=settings.reflection or settings.lm,
+        optimizer = dspy.GEPA(metric=metric, reflection_lm=settings.reflection,
                               max_metric_calls=settings.gepa_calls, reflection_minibatch_size=3, track_stats=True,
                               use_merge=False, seed=0)
         student = optimizer.compile(base.deepcopy(), trainset=train, valset=train[: settings.gepa_val])
         return student, "GEPA: " + _instruction_note(base, student, settings.gepa_calls)
     if name == "mipro":
-        optimizer = dspy.MIPROv2(metric=_float(metric), prompt_model=settings.reflection or settings.lm,
+        optimizer = dspy.MIPROv2(metric=_float(metric), prompt_model=settings.reflection,
                                  task_model=settings.lm, auto=None, num_candidates=3, max_bootstrapped_demos=0,
                                  max_labeled_demos=settings.k, num_threads=1, verbose=False, seed=0)
         student = optimizer.compile(base.deepcopy(), trainset=train, num_trials=settings.mipro_trials, minibatch=False,

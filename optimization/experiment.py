@@ -33,17 +33,20 @@ class CaseRun:
     rules: list[str]
     lm_calls: int
     seconds: float
+    # Every LM call of the case was answered without the model: from this run's transcript (repeat),
+    # or from the replies kept by an earlier run (cached).
     repeat: bool
+    cached: bool
     feedback: str
 
     @classmethod
     def of(cls, label: str, recorded: Recorded, scored: Score, feedback: str, lm_calls: int = 0,
-           seconds: float = 0.0, repeat: bool = False) -> CaseRun:
+           seconds: float = 0.0, repeat: bool = False, cached: bool = False) -> CaseRun:
         case = recorded.case
         return cls(label, case["case_id"], case["family"], case["kind"], case["split"], scored.score,
                    recorded.normalised(scored.score), recorded.floor, recorded.ceiling, scored.parts, scored.verdict,
                    case["expected_verdict"], scored.gatekeeper, scored.failed_rules + scored.blocked_rules, lm_calls,
-                   seconds, repeat, feedback)
+                   seconds, repeat, cached, feedback)
 
 
 # What a case the program raised on scores: nothing was checked.
@@ -74,7 +77,7 @@ def say(message: str) -> None:
 
 
 class Calls(BaseCallback):
-    """Every LM call a run makes (dspy's callbacks see each one), repeats served from the transcript included."""
+    """Every LM call a run makes (dspy's callbacks see each one), the replies served without the model included."""
 
     def __init__(self):
         self.calls = 0
@@ -100,13 +103,13 @@ class CaseMetric:
     """The float metric dspy.Evaluate sums, keeping each case's whole Score and its cost beside it."""
 
     def __init__(self, label: str, evidence: dict[str, Recorded], calls: Calls, progress: Progress | None,
-                 repeats=lambda: 0):
-        self.label, self.evidence, self.calls, self.progress, self.repeats = label, evidence, calls, progress, repeats
+                 served=lambda: (0, 0)):
+        self.label, self.evidence, self.calls, self.progress, self.served = label, evidence, calls, progress, served
         self.runs: list[CaseRun] = []
         self._mark()
 
     def _mark(self) -> None:
-        self._calls, self._repeats, self._started = self.calls.calls, self.repeats(), time.perf_counter()
+        self._calls, self._served, self._started = self.calls.calls, self.served(), time.perf_counter()
 
     def __call__(self, example, prediction, trace=None) -> float:
         recorded = self.evidence[example.case_id]
@@ -117,20 +120,22 @@ class CaseMetric:
                              + scored.feedback) or "all checks passed"
         seconds = round(time.perf_counter() - self._started, 1)
         calls = self.calls.calls - self._calls
-        repeat = calls > 0 and self.repeats() - self._repeats == calls
-        self.runs.append(CaseRun.of(self.label, recorded, scored, feedback, calls, seconds, repeat))
+        repeats, cached = (now - then for now, then in zip(self.served(), self._served, strict=True))
+        repeat, kept = calls > 0 and repeats == calls, calls > 0 and cached == calls
+        self.runs.append(CaseRun.of(self.label, recorded, scored, feedback, calls, seconds, repeat, kept))
         left = f" ({self.progress.step(seconds)})" if self.progress else ""
         say(f"  {self.label} {case['case_id']}: {scored.score:.2f} {scored.verdict} {seconds} s"
-            f"{' repeat' if repeat else ''}{left}")
+            f"{' repeat' if repeat else ' cached' if kept else ''}{left}")
         self._mark()
         return scored.score
 
 
 def evaluate(program: dspy.Module, label: str, examples: list[dspy.Example], evidence: dict[str, Recorded],
-             calls: Calls, progress: Progress | None = None, repeats=lambda: 0) -> list[CaseRun]:
+             calls: Calls, progress: Progress | None = None, served=lambda: (0, 0)) -> list[CaseRun]:
     """One case at a time (the embedded model runs one call at a time); a case the program raised on
-    scores 0 and is named."""
-    metric = CaseMetric(label, evidence, calls, progress, repeats)
+    scores 0 and is named. `served`: how many replies the run's engines have given without the model
+    so far, (repeats, cached)."""
+    metric = CaseMetric(label, evidence, calls, progress, served)
     result = dspy.Evaluate(devset=examples, metric=metric, num_threads=1, display_progress=False,
                            max_errors=len(examples) + 1, provide_traceback=False)(program)
     scored = {r.case_id for r in metric.runs}

@@ -123,7 +123,9 @@ def meta_lines(meta: dict) -> list[str]:
     return [
         f"LM: {meta.get('lm')}; identity: {identity}.",
         f"Model calls: {meta.get('model_calls', '-')}; exact repeats served from the run's transcript: "
-        f"{meta.get('repeats_served', '-')}.",
+        f"{meta.get('repeats_served', '-')}; replies served from the reply cache of earlier runs: "
+        f"{meta.get('cached_served', '-')} ({meta.get('cache_ignored', '-')} kept replies ignored, unreadable or "
+        f"damaged).",
         f"Wall time: {number(meta.get('wall_seconds'), 0)} s on {meta.get('cores', '-')} cores.",
         f"Cases: {meta.get('train_cases', '-')} training, {meta.get('held_out_cases', '-')} held out; "
         f"demo budget k={meta.get('k', '-')}.",
@@ -220,7 +222,8 @@ def case_table(payload: dict) -> Table:
             verdict += f", expected {run['expected_verdict']}"
         lost = ", ".join(f"{name} {number(value, 2)}" for name, value in (run.get("parts") or {}).items()
                          if value is not None and value < 1)
-        calls = str(run.get("lm_calls", "-")) + (", repeat" if run.get("repeat") else "")
+        served = ", repeat" if run.get("repeat") else ", cached" if run.get("cached") else ""
+        calls = str(run.get("lm_calls", "-")) + served
         rows.append([run["label"], run["case_id"], run.get("family") or "", run.get("split") or "",
                      number(run.get("score")), number(run.get("normalised")), verdict, run.get("gatekeeper") or "",
                      ", ".join(run.get("rules") or []) or "-", lost or "-", calls,

@@ -11,7 +11,8 @@ import optimize
 from devset import load_devset
 from devset.gold import gold_executor_output
 from devset.recorded import WEIGHTS
-from optimization.candidates import STRATA, stratified, stratum
+from optimization.candidates import STRATA, per_kind, stratified, stratum
+from optimization.replay import scores
 from optimization.report import gain_text
 from optimization.statistics import paired_gain, part_correlation
 from program.entry.api import diagnose
@@ -53,11 +54,15 @@ def learner(model="scripted/learner", *, learns=True, always=False, reflect="Cit
 
 @pytest.fixture
 def run_optimize(tmp_path, monkeypatch):
-    def run(lms, *extra):
+    """A run with these LMs by spec, its results in `out` under tmp_path, its replies kept in the
+    test's own reply cache (never the project's) unless the flags say otherwise."""
+    def run(lms, *extra, out="results"):
         monkeypatch.setattr(optimize, "resolve_lm", lambda spec: lms[spec])
-        code = optimize.main(["--out", str(tmp_path / "results"), "--compiled-dir", str(tmp_path / "compiled"), *extra])
+        kept = [] if {"--reply-cache", "--no-reply-cache"} & set(extra) else ["--reply-cache", tmp_path / "replies"]
+        flags = ["--out", tmp_path / out, "--compiled-dir", tmp_path / "compiled", *kept, *extra]
+        code = optimize.main([str(flag) for flag in flags])
         assert code == 0
-        run_dir = sorted((tmp_path / "results").iterdir())[-1]
+        run_dir = sorted((tmp_path / out).iterdir())[-1]
         return json.loads((run_dir / "results.json").read_text()), run_dir
 
     return run
@@ -239,7 +244,6 @@ def test_a_rescore_refuses_candidates_the_metric_compiles(run_optimize, capsys, 
 
 def test_the_committed_rescore_is_what_rescoring_the_committed_run_gives(monkeypatch, tmp_path):
     """results/rescored-20261201T184632Z is the committed run's replies under this code's metric."""
-    from optimization.replay import scores
     from program.lm.models import EMBEDDED_MODELS
 
     monkeypatch.setattr(optimize, "resolve_lm", lambda spec: untouchable_lm(EMBEDDED_MODELS["embedded"].model))
@@ -248,6 +252,92 @@ def test_the_committed_rescore_is_what_rescoring_the_committed_run_gives(monkeyp
     committed = json.loads((RESULTS / "rescored-20261201T184632Z" / "results.json").read_text())
     assert scores(again) == scores(committed)
     assert [r["normalised"] for r in again["runs"]] == [r["normalised"] for r in committed["runs"]]
+
+
+def test_a_second_run_is_answered_from_the_reply_cache_and_its_replay_reproduces_it(run_optimize, monkeypatch,
+                                                                                   capsys, tmp_path):
+    first, _ = run_optimize({None: learner()})
+    by = rows(first)
+    assert [r["label"] for r in first["rows"] if r["kind"] == "candidate"] == ["per_kind"]
+    assert first["meta"]["chosen"] == "per_kind" and first["meta"]["saved"] and by["per_kind"]["held_out"] == 1.0
+    assert (first["meta"]["model_calls"], first["meta"]["cached_served"]) == (2 * 40, 0)
+    again = learner()
+    second, run_dir = run_optimize({None: again}, out="again")
+    # Greedy decoding: the unchanged baseline and candidate get the replies the first run kept, and no model call.
+    assert again.engine.calls == []
+    assert (second["meta"]["model_calls"], second["meta"]["cached_served"], second["meta"]["repeats_served"]) == (
+        0, first["meta"]["model_calls"], first["meta"]["repeats_served"])
+    assert scores(second) == scores(first)
+    assert [(r["label"], r["held_out"], r["gain"]) for r in second["rows"]] == \
+        [(r["label"], r["held_out"], r["gain"]) for r in first["rows"]]
+    assert all(r["cached"] and not r["repeat"] for r in second["runs"] if r["lm_calls"])
+    entries = [json.loads(line) for line in (run_dir / "transcript.jsonl").read_text().splitlines()]
+    assert len(entries) == first["meta"]["model_calls"] and all(e["cached"] and e["seconds"] == 0 for e in entries)
+
+    # The transcript holds every reply the run was given, so its replay and its rescore need no model either.
+    monkeypatch.setattr(optimize, "resolve_lm", lambda spec: untouchable_lm())
+    capsys.readouterr()
+    assert optimize.main(["--replay", str(run_dir)]) == 0
+    assert "replay reproduces every recorded score, verdict and rule: True" in capsys.readouterr().out
+    replayed = json.loads((run_dir / "replay" / "results.json").read_text())
+    assert (replayed["meta"]["model_calls"], replayed["meta"]["cached_served"]) == (0, second["meta"]["cached_served"])
+    assert optimize.main(["--rescore", str(run_dir), "--out", str(tmp_path / "rescored")]) == 0
+    rescored = json.loads((tmp_path / "rescored" / f"rescored-{second['meta']['run_id']}" / "results.json").read_text())
+    assert scores(rescored) == scores(second)
+
+
+def test_a_reply_kept_for_another_model_is_not_served(run_optimize):
+    first, _ = run_optimize({None: learner()}, "--optimizers", "labeled")
+    other = learner("scripted/another-model")
+    second, _ = run_optimize({None: other}, "--optimizers", "labeled", out="again")
+    assert second["meta"]["cached_served"] == 0
+    assert second["meta"]["model_calls"] == first["meta"]["model_calls"] == len(other.engine.calls) > 0
+
+
+def test_a_damaged_kept_reply_is_ignored_and_said(run_optimize, tmp_path, capsys):
+    first, _ = run_optimize({None: learner()}, "--optimizers", "labeled")
+    kept = sorted((tmp_path / "replies").glob("*.json"))
+    assert len(kept) == first["meta"]["model_calls"]
+    kept[0].write_text(kept[0].read_text(encoding="utf-8")[:40], encoding="utf-8")  # cut off mid-write
+    again = learner()
+    capsys.readouterr()
+    second, _ = run_optimize({None: again}, "--optimizers", "labeled", out="again")
+    assert (second["meta"]["model_calls"], second["meta"]["cache_ignored"], len(again.engine.calls)) == (1, 1, 1)
+    assert second["meta"]["cached_served"] == first["meta"]["model_calls"] - 1
+    assert f"reply cache: ignored {kept[0]}" in capsys.readouterr().out
+    assert scores(second) == scores(first)
+
+
+def test_no_reply_cache_serves_and_keeps_nothing(run_optimize, tmp_path):
+    run_optimize({None: learner()}, "--optimizers", "labeled")
+    kept = sorted((tmp_path / "replies").iterdir())
+    again = learner()
+    second, _ = run_optimize({None: again}, "--optimizers", "labeled", "--no-reply-cache", out="again")
+    assert second["meta"]["cached_served"] == 0 and second["meta"]["reply_cache"] is None
+    assert second["meta"]["model_calls"] == len(again.engine.calls) > 0
+    assert sorted((tmp_path / "replies").iterdir()) == kept
+
+
+@pytest.mark.parametrize("name", ["gepa", "mipro"])
+def test_gepa_and_mipro_need_a_reflection_model_named(name, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        optimize.main(["--optimizers", f"per_kind,{name}"])
+    assert exit_info.value.code == 2 and f"{name} needs --reflection-lm" in capsys.readouterr().err
+
+
+def test_per_kind_demos_are_the_first_training_case_of_each_kind():
+    from devset import devset_world
+    from devset.recorded import record
+
+    with devset_world():
+        evidence = record(DEVSET, TOOLBOX)
+    train = [r.example() for r in evidence.values() if r.case["split"] == "train"]
+    chosen = per_kind(train, evidence)
+    kinds = [evidence[e.case_id].case["kind"] for e in chosen]
+    assert kinds == list(dict.fromkeys(evidence[e.case_id].case["kind"] for e in train))
+    assert {c["kind"] for c in DEVSET if c["split"] == "held-out"} <= set(kinds)
+    assert [e.case_id for e in chosen] == [next(e.case_id for e in train if evidence[e.case_id].case["kind"] == kind)
+                                          for kind in kinds]
 
 
 def test_stratified_demos_show_each_stratum_once():

@@ -4,7 +4,8 @@ A figure measured on a real model is only worth publishing if it can be re-score
 engine wraps any DSPy 3.4 engine and appends one JSON line per call (the request's key, its
 messages, the reply text, tokens and seconds); the replay engine answers the same requests from
 that file, so the whole pipeline, gatekeeper and metrics run again exactly as they did. Under
-greedy decoding a request already made in the run is answered from its transcript, not the model.
+greedy decoding a request already made in the run is answered from its transcript, not the model,
+and with a reply cache (program/lm/reply_cache.py) one answered in an earlier run is answered from it.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import dspy
 from dspy.lm15 import Message, Response, TextPart, Usage
 
 from program.lm.adapter import field_value
+from program.lm.engine import lm_identity
+from program.lm.reply_cache import ReplyCache
 from program.lm.wire import text_of
 
 
@@ -56,18 +59,23 @@ class RecordingEngine:
 
     Under greedy decoding an exact repeat of a request made earlier in this run is answered with
     the recorded reply instead of the model, and recorded again, marked `"repeat": true` with 0
-    seconds and tokens, so that a replay sends and answers the same sequence. `calls` counts the
-    replies the model gave, `repeats` those served from the run's own transcript.
+    seconds and tokens, so that a replay sends and answers the same sequence. With a `cache`, the
+    first asking of a request in this run is answered from the replies of earlier runs where the
+    cache keeps one, recorded marked `"cached": true` the same way, and every reply the model gives
+    is kept in it. `calls` counts the replies the model gave, `repeats` those served from the run's
+    own transcript and `cached` those served from the cache.
     """
 
-    def __init__(self, inner, path: str | Path, *, serve_repeats: bool = True):
+    def __init__(self, inner, path: str | Path, *, serve_repeats: bool = True, cache: ReplyCache | None = None):
         self.inner = inner
         self.path = Path(path)
         self.serve_repeats = serve_repeats
+        self.cache = cache
         self.supported_params = getattr(inner, "supported_params", frozenset())
         self.narrows = getattr(inner, "narrows", False)
         self.calls = 0
         self.repeats = 0
+        self.cached = 0
         self._lock = threading.Lock()
         self._replies: dict[str, Response] = {}
         # One lock per repeat key: a request waits for an identical one in flight and is then served
@@ -88,11 +96,20 @@ class RecordingEngine:
         with key_lock:
             known = self._replies.get(key)
             if known is None:
+                kept = self.cache.get(key) if self.cache else None
+                if kept is not None:
+                    self._replies[key] = kept
+                    return self._serve(request, kept, "cached")
                 self._replies[key] = response = self._call(request)
+                if self.cache:
+                    self.cache.put(key, response)
                 return response
+        return self._serve(request, known, "repeat")
+
+    def _serve(self, request, known: Response, mark: str) -> Response:
         served = Response(id=None, model=known.model, message=known.message, finish_reason=known.finish_reason,
                           usage=Usage(input_tokens=0, output_tokens=0))
-        self._write(request, served, seconds=0.0, repeat=True)
+        self._write(request, served, seconds=0.0, mark=mark)
         return served
 
     def _call(self, request) -> Response:
@@ -101,7 +118,8 @@ class RecordingEngine:
         self._write(request, response, seconds=round(time.perf_counter() - started, 3))
         return response
 
-    def _write(self, request, response: Response, *, seconds: float, repeat: bool = False) -> None:
+    def _write(self, request, response: Response, *, seconds: float, mark: str | None = None) -> None:
+        """`mark`: "repeat" or "cached" for a reply that did not come from the model, which the entry says."""
         entry = {
             "key": request_key(request),
             "system": text_of(request.system),
@@ -111,12 +129,14 @@ class RecordingEngine:
             "prompt_tokens": response.usage.input_tokens if response.usage else None,
             "completion_tokens": response.usage.output_tokens if response.usage else None,
             "seconds": seconds,
-            **({"repeat": True} if repeat else {}),
+            **({mark: True} if mark else {}),
         }
         with self._lock, self.path.open("a", encoding="utf-8") as out:
             out.write(json.dumps(entry, ensure_ascii=False) + "\n")
-            if repeat:
+            if mark == "repeat":
                 self.repeats += 1
+            elif mark == "cached":
+                self.cached += 1
             else:
                 self.calls += 1
 
@@ -141,7 +161,7 @@ def inputs_key(messages: list[tuple[str, str]], names: tuple[str, ...]) -> str |
 
 class ReplayEngine:
     """Answers each request with the reply recorded for the same request, in recorded order.
-    `calls` and `repeats` count the replayed entries as the recording engine counted them.
+    `calls`, `repeats` and `cached` count the replayed entries as the recording engine counted them.
     `narrows` and `supports_response_schema` say what the recorded LM's engine said, so that the
     program sends the requests it sent then (the embedded model narrows by its model string).
 
@@ -169,6 +189,7 @@ class ReplayEngine:
                 raise ValueError(f"{path}:{number} is not a transcript entry: {exc}") from None
         self.calls = 0
         self.repeats = 0
+        self.cached = 0
         # Requests the recorded run never made: a replay whose verdict moves with these moved because
         # the program now asks something else, not because the same replies read differently.
         self.missing = 0
@@ -192,6 +213,8 @@ class ReplayEngine:
             entry = queue.pop(0)
             if entry.get("repeat"):
                 self.repeats += 1
+            elif entry.get("cached"):
+                self.cached += 1
             else:
                 self.calls += 1
         return Response(
@@ -210,16 +233,26 @@ class ReplayEngine:
         pass
 
 
-def recording_lm(base: dspy.LM, path: str | Path, *, serve_repeats: bool = True) -> dspy.LM:
+def recording_lm(base: dspy.LM, path: str | Path, *, serve_repeats: bool = True,
+                 cache: str | Path | None = None) -> dspy.LM:
     """The same model, with every request and reply appended to `path`, and DSPy's cache off so
     that every call reaches the transcript; under greedy decoding an exact repeat is answered from
-    the run's own transcript (serve_repeats=False sends every call to the model). Its engine's
-    `calls` and `repeats` count the model's replies and the repeats served."""
+    the run's own transcript (serve_repeats=False sends every call to the model), and with a `cache`
+    folder a request answered in an earlier run from the reply kept there for this model. Its
+    engine's `calls`, `repeats` and `cached` count the model's replies, the repeats served and the
+    kept replies served; its `cache`'s `problems` say which kept replies could not be used."""
     engine = getattr(base, "engine", None)
     if engine is None:
         raise ValueError(f"{base.model}: this LM has no engine to record through")
-    return dspy.LM(base.model, engine=RecordingEngine(engine, path, serve_repeats=serve_repeats), cache=False,
-                   **base.kwargs)
+    kept = ReplyCache(cache, model_identity(base)) if cache is not None else None
+    return dspy.LM(base.model, engine=RecordingEngine(engine, path, serve_repeats=serve_repeats, cache=kept),
+                   cache=False, **base.kwargs)
+
+
+def model_identity(lm: dspy.LM) -> str:
+    """What a kept reply is the model's for: the weights' sha256 where the model has one (the
+    embedded models do), else its model string."""
+    return lm_identity(lm).get("sha256") or str(lm.model)
 
 
 def replaying_lm(base: dspy.LM, path: str | Path, *, narrows: bool = False,

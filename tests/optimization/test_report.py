@@ -188,6 +188,16 @@ def test_a_run_that_predates_the_normalised_scores_says_so(tmp_path, payload):
     assert "Re-scored: the replies recorded in results/20261201T184632Z" in md
 
 
+def test_replies_served_without_the_model_are_counted_and_marked(tmp_path, payload):
+    payload["meta"] |= {"cached_served": 7, "cache_ignored": 1}
+    payload["runs"][1] |= {"cached": True}
+    _, md = report(tmp_path, payload)
+    assert ("Model calls: 312; exact repeats served from the run's transcript: 41; replies served from the reply "
+            "cache of earlier runs: 7 (1 kept replies ignored, unreadable or damaged).") in md
+    cases = md.split("## Per case", 1)[1]
+    assert cases.count("| 1, repeat |") == 1 and cases.count("| 1, cached |") == 1
+
+
 def test_correlated_pairs_are_flagged_in_both_places(tmp_path, payload):
     page_text, md = report(tmp_path, payload)
     assert re.findall(r'<td class="num flag">([^<]*)</td>', page_text) == ["0.97", "0.97"]
