@@ -67,11 +67,15 @@ def stratified(train: list[dspy.Example], evidence: dict[str, Recorded]) -> list
 
 
 def per_kind(train: list[dspy.Example], evidence: dict[str, Recorded]) -> list[dspy.Example]:
-    """One gold demo per kind of case (the devset's `kind`): the first training case of each kind,
-    in the training split's order, so that every run compiles the same demos in the same order."""
+    """One gold demo per kind of harder case (the devset's `kind`): the first training case of each
+    kind, in the training split's order, so that every run compiles the same demos in the same
+    order. The seed cases (no distractor) and the broad kind (two calls and a long answer) are left
+    out: with them the longest prompt and its reply pass the embedded model's context
+    (benchmarks/prompt_tokens.py measures it)."""
     first: dict[str, dspy.Example] = {}
     for example in train:
-        first.setdefault(evidence[example.case_id].case["kind"], example)
+        if (kind := evidence[example.case_id].case["kind"]) not in ("seed", "broad"):
+            first.setdefault(kind, example)
     return list(first.values())
 
 

@@ -250,9 +250,16 @@ def recording_lm(base: dspy.LM, path: str | Path, *, serve_repeats: bool = True,
 
 
 def model_identity(lm: dspy.LM) -> str:
-    """What a kept reply is the model's for: the weights' sha256 where the model has one (the
-    embedded models do), else its model string."""
-    return lm_identity(lm).get("sha256") or str(lm.model)
+    """What a kept reply is the model's for: for an embedded model its weights' sha256, the llama.cpp
+    build, this CPU's flags and the context size, each of which can change a greedy reply (machines
+    differ: another CPU takes other kernels); for any other LM its model string."""
+    sha256 = lm_identity(lm).get("sha256")
+    if not sha256:
+        return str(lm.model)
+    from program.lm import native
+
+    return json.dumps({"sha256": sha256, "library": native.library_digest(), "cpu": native.cpu_signature(),
+                       "n_ctx": getattr(getattr(lm, "engine", None), "n_ctx", None)}, sort_keys=True)
 
 
 def replaying_lm(base: dspy.LM, path: str | Path, *, narrows: bool = False,

@@ -46,10 +46,20 @@ def test_a_reply_kept_for_another_model_is_not_served(tmp_path):
     assert len(model.calls) == 1 and (engine.calls, engine.cached) == (1, 0)
 
 
-def test_an_embedded_model_is_known_by_its_weights():
-    identities = {name: recording_lm(embedded_lm(name), "unused.jsonl", cache="unused").engine.cache.model
-                  for name in ("embedded", "embedded-small")}
-    assert identities == {name: EMBEDDED_MODELS[name].sha256 for name in identities}
+def test_an_embedded_model_is_known_by_its_weights_its_build_its_cpu_and_its_context(monkeypatch):
+    import json
+
+    from program.lm import native
+
+    def identity(name):
+        return json.loads(recording_lm(embedded_lm(name), "unused.jsonl", cache="unused").engine.cache.model)
+
+    identities = {name: identity(name) for name in ("embedded", "embedded-small")}
+    assert {name: i["sha256"] for name, i in identities.items()} == {n: EMBEDDED_MODELS[n].sha256 for n in identities}
+    assert identities["embedded"]["library"] == native.library_digest() and identities["embedded"]["n_ctx"]
+    # Another CPU takes other kernels, so its greedy replies are not this one's.
+    monkeypatch.setattr(native, "cpu_flags", lambda: {"avx512f"})
+    assert identity("embedded")["cpu"] != identities["embedded"]["cpu"]
 
 
 @pytest.mark.parametrize("temperature", [0.7, None])
