@@ -87,14 +87,17 @@ class Menu:
     def answering(self, drafts: Iterable[ClaimDraft], decisions: dict[str, RefDecision]
                   ) -> tuple[list[ClaimDraft], list[Finding]]:
         """The drafts with only the bindings whose ref the executor decided answers the question, and
-        what was set aside. A ref it decided nothing about keeps its binding (an LM that writes no
-        decisions cites as it wrote); a draft left with no binding is left out, for it rests on
-        nothing its writer judged an answer."""
+        what was set aside. Only a label is set aside: code writes its quote, so nothing false goes
+        unchecked, while a quoted binding always reaches the gatekeeper, which a decision must not
+        spare a fabricated excerpt. A ref it decided nothing about keeps its binding (an LM that
+        writes no decisions cites as it wrote); a draft left with no binding is left out, for it
+        rests on nothing its writer judged an answer."""
         kept, set_aside = [], []
         for number, draft in enumerate(drafts, start=1):
             bindings = []
             for cited in draft.evidence_bindings:
-                ref = self._ref_label(cited)
+                citation = None if isinstance(cited, EvidenceBinding) else self.lookup(cited)
+                ref = citation_label(citation.invocation_id, citation.raw_path) if citation is not None else None
                 decision = decisions.get(ref) if ref is not None else None
                 if decision is None or decision == ANSWERS:
                     bindings.append(cited)
@@ -111,14 +114,6 @@ class Menu:
             else:
                 kept.append(draft)
         return kept, set_aside
-
-    def _ref_label(self, cited: str | EvidenceBinding) -> str | None:
-        """The label of the whole ref (or no-hit) a binding cites, clause or whole, label or quote."""
-        if isinstance(cited, EvidenceBinding):
-            return (citation_label(cited.source_invocation_id, cited.raw_path)
-                    if cited.source_invocation_id is not None else None)
-        citation = self.lookup(cited)
-        return citation_label(citation.invocation_id, citation.raw_path) if citation is not None else None
 
     def lookup(self, written: str) -> Citation | None:
         label = canonical_label(written)

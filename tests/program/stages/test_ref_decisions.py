@@ -81,12 +81,15 @@ def test_a_claim_that_cites_only_refs_decided_not_answering_is_left_out(store):
     kept, set_aside = menu.answering(drafts, {mine: "answers", other: "earlier_state"})
     # A clause label is judged by its whole ref.
     assert [d.claim_text for d in kept] == ["y"] and "left out" in set_aside[-1].message
-    # A ref it decided nothing about keeps its binding, a quoted binding too.
-    quoted = EvidenceBinding(tool_name=inv.tool_name, source_invocation_id=inv.id,
-                             raw_path=menu.citations[other].raw_path, evidence_excerpt=menu.citations[other].excerpt)
-    draft = ClaimDraft(claim_type="observation", evidence_bindings=[mine, quoted], claim_text="z")
+    # A ref it decided nothing about keeps its binding.
+    draft = ClaimDraft(claim_type="observation", evidence_bindings=[mine, other], claim_text="z")
     assert menu.answering([draft], {})[0] == [draft]
     assert menu.answering([draft], {other: "other_service"})[0][0].evidence_bindings == [mine]
+    # A quoted binding is never set aside: a decision must not spare a fabricated excerpt the gatekeeper.
+    forged = EvidenceBinding(tool_name=inv.tool_name, source_invocation_id=inv.id,
+                             raw_path=menu.citations[other].raw_path, evidence_excerpt="current=99%, made up")
+    draft = ClaimDraft(claim_type="observation", evidence_bindings=[mine, forged], claim_text="z")
+    assert menu.answering([draft], {other: "irrelevant"})[0] == [draft]
 
 
 def test_the_schema_asks_for_one_decision_per_ref_before_any_claim(store):
