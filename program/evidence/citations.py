@@ -22,6 +22,8 @@ from tools.recorder import canonical_label, citation_label
 
 # A binding the executor cited although it decided its ref does not answer the question.
 SET_ASIDE = "executor.set_aside"
+# A claim that cites only refs the executor decided do not answer: kept whole, for the checks to judge.
+DISAGREES = "executor.decision_disagrees"
 
 
 @dataclass(frozen=True)
@@ -90,11 +92,13 @@ class Menu:
         what was set aside. Only a label is set aside: code writes its quote, so nothing false goes
         unchecked, while a quoted binding always reaches the gatekeeper, which a decision must not
         spare a fabricated excerpt. A ref it decided nothing about keeps its binding (an LM that
-        writes no decisions cites as it wrote); a draft left with no binding is left out, for it
-        rests on nothing its writer judged an answer."""
+        writes no decisions cites as it wrote). A draft none of whose refs it decided answers keeps
+        them all, and the disagreement is noted: its decisions and its claim say opposite things,
+        and the checks, not a guess at which is right, judge the claim (the 1.5B called the no-hit
+        of a right "nothing found" irrelevant, then cited it)."""
         kept, set_aside = [], []
         for number, draft in enumerate(drafts, start=1):
-            bindings = []
+            bindings, found = [], []
             for cited in draft.evidence_bindings:
                 citation = None if isinstance(cited, EvidenceBinding) else self.lookup(cited)
                 ref = citation_label(citation.invocation_id, citation.raw_path) if citation is not None else None
@@ -102,16 +106,16 @@ class Menu:
                 if decision is None or decision == ANSWERS:
                     bindings.append(cited)
                 else:
-                    set_aside.append(Finding(rule=SET_ASIDE, claim_id=draft.claim_id, message=(
+                    found.append(Finding(rule=SET_ASIDE, claim_id=draft.claim_id, message=(
                         f"claim {number} as written cited {ref}, which the executor decided is {decision}, "
                         f"not an answer; that binding was set aside")))
-            if bindings:
+            if bindings or not draft.evidence_bindings:
+                set_aside += found
                 kept.append(draft.model_copy(update={"evidence_bindings": bindings}))
-            elif draft.evidence_bindings:
-                set_aside.append(Finding(rule=SET_ASIDE, claim_id=draft.claim_id, message=(
-                    f"claim {number} as written cited only refs the executor decided do not answer the "
-                    f"question, so it was left out")))
             else:
+                set_aside.append(Finding(rule=DISAGREES, claim_id=draft.claim_id, message=(
+                    f"claim {number} cites only refs the executor decided do not answer the question; its "
+                    f"bindings were kept, and the checks judge it")))
                 kept.append(draft)
         return kept, set_aside
 

@@ -11,7 +11,7 @@ from devset.gold import refs_in
 from devset.recorded import record
 from program.entry.api import diagnose
 from program.entry.page import render_session
-from program.evidence.citations import SET_ASIDE, Menu
+from program.evidence.citations import DISAGREES, SET_ASIDE, Menu
 from program.evidence.parsing import salvage_executor_output
 from program.lm.adapter import citation_patch
 from program.lm.wire import schema_grammar_text
@@ -71,7 +71,7 @@ def test_without_the_decision_the_same_claim_is_blocked(cases, store):
     assert not [n for n in store.get_session(result.session_id).notes if n.rule == SET_ASIDE]
 
 
-def test_a_claim_that_cites_only_refs_decided_not_answering_is_left_out(store):
+def test_a_claim_that_cites_only_refs_decided_not_answering_is_kept_whole_for_the_checks(store):
     recorder = ToolInvocationRecorder(store, "s", TOOLBOX)
     inv = recorder.call("query_metrics", alert_name="HighMemoryUsage")
     menu = Menu(recorder.invocations)
@@ -79,8 +79,11 @@ def test_a_claim_that_cites_only_refs_decided_not_answering_is_left_out(store):
     drafts = [ClaimDraft(claim_type="observation", evidence_bindings=[f"{other} §1"], claim_text="x"),
               ClaimDraft(claim_type="observation", evidence_bindings=[mine], claim_text="y")]
     kept, set_aside = menu.answering(drafts, {mine: "answers", other: "earlier_state"})
-    # A clause label is judged by its whole ref.
-    assert [d.claim_text for d in kept] == ["y"] and "left out" in set_aside[-1].message
+    # A clause label is judged by its whole ref; decisions and claim disagree, and the claim stands.
+    assert kept == drafts and [f.rule for f in set_aside] == [DISAGREES]
+    mixed = ClaimDraft(claim_type="observation", evidence_bindings=[f"{other} §1", mine], claim_text="w")
+    kept, set_aside = menu.answering([mixed], {mine: "answers", other: "earlier_state"})
+    assert kept[0].evidence_bindings == [mine] and [f.rule for f in set_aside] == [SET_ASIDE]
     # A ref it decided nothing about keeps its binding.
     draft = ClaimDraft(claim_type="observation", evidence_bindings=[mine, other], claim_text="z")
     assert menu.answering([draft], {})[0] == [draft]
