@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from devset.metric import names_ref
 from program.evidence.matching import CLAUSE, clauses
 from tools.recorder import citation_label, observed_refs
 
@@ -105,7 +106,7 @@ def gold_decisions(case: dict, observations: str) -> list[dict]:
     alert, an excluded topic, another endpoint); another service's ref is other_service; the rest
     are irrelevant."""
     def named(ref: Ref, refs: list[dict]) -> bool:
-        return any(r["tool_name"] == ref.tool_name and any(n in ref.text for n in r["needles"]) for r in refs)
+        return any(names_ref(r, ref.tool_name, ref.text) for r in refs)
 
     cited = {label for claim in gold_executor_output(case, observations, point=True)["claims"]
              for label in claim["evidence_bindings"]}

@@ -50,7 +50,8 @@ def _cited(gate: GatekeeperResult, invocations: list[ToolInvocation]) -> list[tu
     return [(tool, text) for tool, text in cited if text]
 
 
-def _names(ref: dict, tool: str, text: str) -> bool:
+def names_ref(ref: dict, tool: str, text: str) -> bool:
+    """Whether a ref of `tool` with this text is the case's `ref` (a tool name and needles, any one of which)."""
     return tool == ref["tool_name"] and any(needle in text for needle in ref["needles"])
 
 
@@ -58,13 +59,13 @@ def citation_recall(expected: list[dict], gate: GatekeeperResult,
                     invocations: list[ToolInvocation]) -> tuple[float, list[dict]]:
     """The share of the refs a good answer cites that passing bindings cite, and the refs missed."""
     cited = _cited(gate, invocations)
-    found = [ref for ref in expected if any(_names(ref, tool, text) for tool, text in cited)]
+    found = [ref for ref in expected if any(names_ref(ref, tool, text) for tool, text in cited)]
     return (len(found) / len(expected) if expected else 1.0), [ref for ref in expected if ref not in found]
 
 
 def wrong_citations(wrong: list[dict], gate: GatekeeperResult, invocations: list[ToolInvocation]) -> list[str]:
     """The texts of the refs that passing bindings cite and a good answer must not cite."""
-    return [text for tool, text in _cited(gate, invocations) if any(_names(ref, tool, text) for ref in wrong)]
+    return [text for tool, text in _cited(gate, invocations) if any(names_ref(ref, tool, text) for ref in wrong)]
 
 
 def polarity(text: str, claim_type: str | None = None) -> str:

@@ -104,8 +104,7 @@ def compile_candidate(name: str, train: list[dspy.Example], evidence: dict[str, 
     metric = CitationMetric(evidence)
     if name == "per_kind":
         demos = per_kind(train, evidence)
-        student = dspy.LabeledFewShot(k=len(demos)).compile(base.deepcopy(), trainset=demos)
-        return with_translations(student, evidence), (
+        return _gold_demos(base, demos, evidence), (
             f"LabeledFewShot on {len(demos)} gold demos, one per kind of case, each in both languages: "
             + ", ".join(f"{demo.case_id} ({evidence[demo.case_id].case['kind']})" for demo in demos))
     if name == "labeled":
@@ -114,8 +113,7 @@ def compile_candidate(name: str, train: list[dspy.Example], evidence: dict[str, 
                          f"languages ({len(student.predict.demos)} demos)")
     if name == "stratified":
         demos = stratified(train, evidence)
-        student = dspy.LabeledFewShot(k=len(demos)).compile(base.deepcopy(), trainset=demos)
-        return with_translations(student, evidence), (
+        return _gold_demos(base, demos, evidence), (
             f"LabeledFewShot on {len(demos)} gold demos that show every stratum ({', '.join(STRATA)}), each in both "
             "languages: " + ", ".join(d.case_id for d in demos))
     if name == "bootstrap":
@@ -149,6 +147,11 @@ def compile_candidate(name: str, train: list[dspy.Example], evidence: dict[str, 
                                     data_aware_proposer=False, program_aware_proposer=False)
         return with_translations(student, evidence), "MIPROv2: " + _instruction_note(base, student, settings.mipro_trials)
     raise ValueError(f"unknown optimizer {name!r}")
+
+
+def _gold_demos(base: Cite, demos: list[dspy.Example], evidence: dict[str, Recorded]) -> dspy.Module:
+    """`base` shown exactly these gold demos, each followed by its translation."""
+    return with_translations(dspy.LabeledFewShot(k=len(demos)).compile(base.deepcopy(), trainset=demos), evidence)
 
 
 def _float(metric: CitationMetric):

@@ -15,6 +15,7 @@ import dspy
 from program.evidence.checks import retry_text
 from program.evidence.verdict import SECOND_LOOK_SHARE, second_look_blocker
 from contracts import (
+    ANSWERS,
     Claim,
     ClaimDraft,
     EvidenceBinding,
@@ -274,7 +275,7 @@ def retry_demos() -> list[dspy.Example]:
                 plan=PlannerOutput(scope="narrow", target_services=[service], topics=[topic]),
                 observations=render_observations(calls),
                 retry_context=retry_text(context, [_refused(calls, claim_type, text)], _labels(shown) if looked else []),
-                ref_decisions=[RefJudgement(ref=label, decision="answers") for label in _labels(shown)], claims=[answer], hypotheses=[], missing_info=[], recommended_actions=[],
+                ref_decisions=[RefJudgement(ref=label, decision=ANSWERS) for label in _labels(shown)], claims=[answer], hypotheses=[], missing_info=[], recommended_actions=[],
             ).with_inputs("language", "question", "plan", "observations", "retry_context"))
     return demos
 

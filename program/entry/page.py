@@ -28,6 +28,7 @@ from program.store.errors import AuditStoreError, UnreadableRecord
 from program.evidence.characters import BIDI_CONTROLS
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from program.evidence.canonical import canonical
+from program.evidence.citations import Menu
 from program.evidence.matching import match_excerpt
 from contracts import (
     STATUS_VERDICT,
@@ -192,20 +193,10 @@ def render_session(record: DiagnosisSession, invocations: list[ToolInvocation]) 
     return TEMPLATES.get_template("session.html").render(
         record=record, evaluation=evaluation, gate=gate, gate_findings=_run_findings(gate), claims=claims,
         used=used, earlier=earlier, run_overrides=[o for o in overrides if o.claim_id is None],
-        invocations=sorted(invocations, key=lambda inv: inv.id), call_text=call_text, ref_texts=_ref_texts(invocations),
+        invocations=sorted(invocations, key=lambda inv: inv.id), call_text=call_text,
+        ref_texts={label: c.excerpt for label, c in Menu(invocations).citations.items()},
         total_seconds=sum(u.seconds for u in record.usage.values()),
         traceback_rule=TRACEBACK, style=Markup(STYLE), policy=POLICY)
-
-
-def _ref_texts(invocations: list[ToolInvocation]) -> dict[str, str]:
-    """What each ref (and each no-hit) says, by the label the executor decided on."""
-    texts = {}
-    for inv in invocations:
-        details = inv.retrieval_details
-        texts.update({citation_label(inv.id, ref.raw_path): ref.text for ref in details.evidence_refs})
-        if details.evidence_status == "no_evidence" and details.message:
-            texts[citation_label(inv.id, None)] = details.message
-    return texts
 
 
 def render_problem(title: str, message: str) -> str:

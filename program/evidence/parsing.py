@@ -30,7 +30,7 @@ FIELDS: dict[str, type[BaseModel]] = {
 }
 
 
-# The executor's decision on each ref: optional (an LM may write none), and not a list.
+# The executor's decisions on the refs: optional (an LM may write none), and read into one decision per label.
 DECISIONS = "ref_decisions"
 
 

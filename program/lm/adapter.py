@@ -41,6 +41,7 @@ from dspy.adapters.utils import serialize_for_json
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from program.evidence.citations import Menu
+from program.evidence.parsing import DECISIONS
 from tools.recorder import citation_label
 from contracts import (
     NARROW_MAX_CLAIMS,
@@ -243,15 +244,15 @@ def _decide_first(schema: dict, labels: list[str]) -> None:
     """One decision for each ref offered, in the order the observations show them, written before
     any claim: the grammar writes every label, and the model chooses only the decision."""
     properties = schema.get("properties", {})
-    if "ref_decisions" not in properties or not labels:
+    if DECISIONS not in properties or not labels:
         return
-    properties["ref_decisions"] = {"type": "array", "prefixItems": [{
+    properties[DECISIONS] = {"type": "array", "prefixItems": [{
         "type": "object", "properties": {"ref": {"const": label}, "decision": {"enum": list(get_args(RefDecision))}},
         "required": ["ref", "decision"], "additionalProperties": False} for label in labels],
         "minItems": len(labels), "maxItems": len(labels)}
     # The field has a default (an LM given no schema may leave it out), so DSPy does not require it;
     # under the grammar it is required, and in the signature's order, before the claims.
-    schema["required"] = [name for name in properties if name in {*schema.get("required", ()), "ref_decisions"}]
+    schema["required"] = [name for name in properties if name in {*schema.get("required", ()), DECISIONS}]
 
 
 def _argument_schema(schema: dict) -> dict:

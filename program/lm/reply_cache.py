@@ -26,7 +26,8 @@ def _digest(body: dict) -> str:
 class ReplyCache:
     """The replies one model gave, in `directory` (shared by every model: the key holds the model).
 
-    `model` is the model's identity: its weights' sha256 where it has one, else its model string.
+    `model` is the model's identity (`program.lm.transcript.model_identity`): for an embedded model
+    its weights, llama.cpp build, CPU and context size, else its model string.
     `problems` says, for each entry that could not be read or written, which and why; `ignored`
     counts the entries found but not served."""
 
