@@ -39,7 +39,7 @@ from devset.recorded import WEIGHTS, Recorded, Recording, output_of, record, rec
 from devset.rule import LookupRule  # noqa: E402
 from optimization.candidates import (  # noqa: E402
     DEFAULT, OPTIMIZERS, REFLECTING, RESCORABLE, SAVABLE, Settings, compile_candidate)
-from optimization.experiment import CaseRun, Calls, Progress, Row, evaluate, say  # noqa: E402
+from optimization.experiment import ATTEMPTS, CaseRun, Calls, Progress, Row, evaluate, say  # noqa: E402
 from optimization.replay import REPLY_INPUTS, RECORDED_ARGS, ReplayError, differences, read_run, rescored  # noqa: E402
 from optimization.report import screenshot, write_report  # noqa: E402
 from optimization.statistics import INTERVAL, RESAMPLES, paired_gain, part_correlation  # noqa: E402
@@ -113,16 +113,24 @@ def parse_args(argv):
     return args, recorded
 
 
-def reference_rows(examples: list[dspy.Example], evidence: dict[str, Recorded]) -> list[Row]:
-    """The rows no model makes: the lookup rule, and the gold outputs (what a perfect executor scores)."""
+def reference_rows(examples: list[dspy.Example], evidence: dict[str, Recorded], screened: bool) -> list[Row]:
+    """The rows no model makes: the lookup rule, the rule that also reads the refs' fields as the
+    program's screen does (`screened`: on evidence recorded with the screen, as it runs today; a run
+    recorded before it has none), and the gold outputs (what a perfect executor scores)."""
     rule = Row("rule", "reference", "the lookup rule (devset/rule.py): cite what names the target, no model")
+    structured = Row("structured rule", "reference", (
+        "the lookup rule on what the program's screen leaves (the ref's service, the exclusions, the alert or "
+        "endpoint asked), citing the firing alert of a pair: the fair reference (devset/rule.py), no model"))
     gold = Row("gold", "reference", "the devset's gold outputs: the metric's ceiling")
     for example in examples:
         recorded = evidence[example.case_id]
-        for row, output in ((rule, output_of(LookupRule()(**example.inputs()))), (gold, recorded.gold_output())):
+        outputs = [(rule, output_of(LookupRule()(**example.inputs()))), (gold, recorded.gold_output())]
+        if screened:
+            outputs.insert(1, (structured, output_of(LookupRule(structured=True)(**example.inputs()))))
+        for row, output in outputs:
             scored = score_output(recorded, *output)
             row.runs.append(CaseRun.of(row.label, recorded, scored, "; ".join(scored.feedback) or "all checks passed"))
-    return [rule, gold]
+    return [rule, structured, gold] if screened else [rule, gold]
 
 
 def best_per_case(programs: list[Row]) -> Row:
@@ -134,13 +142,13 @@ def best_per_case(programs: list[Row]) -> Row:
     return best
 
 
-def run_candidates(args, lm, train, held, evidence, calls, served) -> tuple[Row, list[Row], dict]:
+def run_candidates(args, lm, train, held, evidence, calls, served, attempts: int) -> tuple[Row, list[Row], dict]:
     evaluated = (train + held) if args.train_scores else held
     planned = len(evaluated) * (1 + len(args.names))
     progress = Progress(planned)
     say("the uncompiled citation module (its shipped instruction and demos)")
     baseline = Row("uncompiled", "uncompiled", "the shipped instruction and demos")
-    baseline.runs = evaluate(Cite(), "uncompiled", evaluated, evidence, calls, progress, served)
+    baseline.runs = evaluate(Cite(), "uncompiled", evaluated, evidence, calls, progress, served, attempts)
     settings = Settings(k=args.k, threshold=args.threshold, gepa_calls=args.gepa_calls, gepa_val=args.gepa_val,
                         mipro_trials=args.mipro_trials, lm=lm, teacher=args.teacher_lm, reflection=args.reflection,
                         embedder=args.embedder)
@@ -158,7 +166,7 @@ def run_candidates(args, lm, train, held, evidence, calls, served) -> tuple[Row,
             progress.planned -= len(evaluated)
         else:
             programs[name] = program
-            row.runs = evaluate(program, name, evaluated, evidence, calls, progress, served)
+            row.runs = evaluate(program, name, evaluated, evidence, calls, progress, served, attempts)
         rows.append(row)
     return baseline, rows, programs
 
@@ -170,8 +178,12 @@ def choose(rows: list[Row], gains: dict) -> tuple[Row | None, str]:
         return None, "no candidate compiled"
     best = ranked[0]
     gain = gains[best.label]
+    pct = int(INTERVAL * 100)
     if gain["low"] > 0:
-        return best, f"its held-out gain {gain['gain']:+.3f} has a {int(INTERVAL * 100)}% interval above zero"
+        return best, f"its held-out gain {gain['gain']:+.3f} has a {pct}% interval above zero"
+    if gain["high"] < 0:
+        return best, (f"its held-out gain {gain['gain']:+.3f} has a {pct}% interval below zero "
+                      f"[{gain['low']:+.3f}, {gain['high']:+.3f}]: it is worse than the uncompiled program")
     return best, f"its held-out gain {gain['gain']:+.3f} is within the noise [{gain['low']:+.3f}, {gain['high']:+.3f}]"
 
 
@@ -182,6 +194,7 @@ def payload_of(meta: dict, rows: list[Row], gains: dict) -> dict:
         "meta": meta,
         "rows": [{"label": r.label, "kind": r.kind, "note": r.note, "compile_seconds": r.compile_seconds,
                   "train": r.mean("train"), "held_out": r.mean("held-out"),
+                  "held_out_first_attempt": r.first_mean("held-out"),
                   "train_normalised": r.mean("train", normalised=True),
                   "held_out_normalised": r.mean("held-out", normalised=True), "gain": gains.get(r.label)} for r in rows],
         "parts": {"names": names, "weights": WEIGHTS,
@@ -254,9 +267,11 @@ def main(argv: list[str] | None = None) -> int:
         held = [e for cid, e in examples.items() if evidence[cid].case["split"] == "held-out"]
         say(f"{len(train)} training and {len(held)} held-out cases; LM {lm_spec(args.lm)}"
             + (f", its replies re-scored from {source}" if args.rescore else f", replayed from {source}" if args.replay else ""))
+        # A run recorded before each case was scored as a diagnosis runs it made one attempt per case.
+        attempts = recorded["meta"].get("attempts", 1) if recorded else ATTEMPTS
         with dspy.context(lm=lm, adapter=adapter_for(lm), callbacks=[*dspy.settings.callbacks, calls]):
-            baseline, candidates, programs = run_candidates(args, lm, train, held, evidence, calls, served)
-        references = reference_rows(train + held, evidence)
+            baseline, candidates, programs = run_candidates(args, lm, train, held, evidence, calls, served, attempts)
+        references = reference_rows(train + held, evidence, recording.screened_refs)
     rows = [baseline, *candidates, *references, best_per_case([baseline, *(c for c in candidates if c.runs)])]
     before = baseline.scores("held-out")
     gains = {r.label: paired_gain(before, r.scores("held-out")) for r in rows if r is not baseline and r.runs}
@@ -269,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
             "reply_cache": None if recorded or args.reply_cache is None else str(args.reply_cache),
             "cache_ignored": sum(c.ignored for c in caches), "interval": INTERVAL,
             "resamples": RESAMPLES, "args": {k: getattr(args, k) for k in RECORDED_ARGS},
-            "recording": asdict(recording)}
+            "recording": asdict(recording), "attempts": attempts}
     if args.rescore:
         meta["rescored_from"] = str(args.source)
     if chosen is not None and gains[chosen.label]["low"] > 0:

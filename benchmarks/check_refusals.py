@@ -90,7 +90,7 @@ class Outcome:
 # The honest claims a rule reads at all, beside all of them: a rule about searches that found
 # nothing can only refuse a claim that rests on one.
 READS = {"verdict.second_look": "looked", "verdict.unread_search": "no_hit", "verdict.no_hit_positive": "no_hit",
-         "verdict.absence_on_hit": "hit"}
+         "verdict.absence_on_hit": "hit", "verdict.set_aside": "hit"}
 
 
 def check(case: Case, store: AuditStore, number: int) -> list[Outcome]:
@@ -391,6 +391,16 @@ def hostile_alert_cases() -> Iterator[Case]:
             # Another service's alert claimed on this one's ref, asked about that service.
             yield replace(_alert_case(alert, language, said.replace("{service}", other), "verdict.off_topic",
                                       question=QUESTIONS[language].replace("{service}", other)))
+            # Another service's alert, found by a lookup by alert name alone, claimed for the service asked
+            # about: code sets it aside by its service field, whatever its description names.
+            needle = f"{alert['name']} {alert['state']}, service={alert['service']}"
+            claimed = said.format(service=other, alert=alert["name"]) + (f"，当前 {alert['current']}" if language == "zh"
+                                                                           else f": current {alert['current']}")
+            yield Case(f"hostile:set_aside:{other}:{alert['name']}",
+                       QUESTIONS[language].format(service=other, alert=alert["name"]),
+                       [("query_metrics", {"alert_name": alert["name"]})],
+                       lambda inv, w=claimed, n=needle: [draft("observation", w, label(inv[0], n))],
+                       rule="verdict.set_aside")
             excluded = ("只确认 {service} 的 {alert} 告警是否仍在触发，不要分析 " + other + "。" if language == "zh" else
                         "Is {service}'s {alert} alert still firing? Only confirm that, and do not analyse " + other + ".")
             yield _alert_case(alert, language, (f"{said}正在触发，{other} 也受影响" if language == "zh"

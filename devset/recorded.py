@@ -25,11 +25,12 @@ import dspy
 from devset.gold import gold_decisions, gold_executor_output, gold_tool_calls
 from devset.metric import citation_recall, contradicted, narrow_problems, polarity, wrong_citations
 from program.store.audit import AuditStore
-from program.evidence.checks import CUT_OFF, CitationCheck, check_citations
+from program.evidence.checks import CUT_OFF, CitationCheck, Checked, Review, check_citations, retry_context
 from program.evidence.citations import Menu
 from program.evidence.language import question_language
 from program.evidence.relevance import Target
 from program.evidence.scope import Scope, mentions
+from program.evidence.screen import Screen, Screening
 from program.stages.named_alerts import named_alert_calls
 from program.stages.run import Run
 from contracts import (
@@ -39,6 +40,7 @@ from contracts import (
     GatekeeperResult,
     ParseStatus,
     PlannerOutput,
+    RetryContext,
     ToolInvocation,
 )
 from tools.calls import tool_call_contract
@@ -56,22 +58,26 @@ WEIGHTS = {"gatekeeper": 0.20, "verdict": 0.25, "refs": 0.20, "polarity": 0.15, 
 
 @dataclass(frozen=True)
 class Recording:
-    """How a case's evidence is recorded. `shuffled_refs`: each call's output list in an order fixed
-    by the case id. `named_alert_lookups`: the lookups of the question's named alerts that diagnose()
-    adds to the planner's calls, before them, as it runs them."""
+    """How a case's evidence is recorded and shown. `shuffled_refs`: each call's output list in an
+    order fixed by the case id. `named_alert_lookups`: the lookups of the question's named alerts that
+    diagnose() adds to the planner's calls, before them, as it runs them. `screened_refs`: what code
+    sets aside before the executor is asked (program.evidence.screen) is set aside, as diagnose()
+    sets it aside."""
 
     shuffled_refs: bool = True
     named_alert_lookups: bool = True
+    screened_refs: bool = True
 
 
-# How every run before both existed recorded its evidence (results/20261201T184632Z): its replies
-# cite the refs in this order, so only this recording can score them again.
-UNSHUFFLED = Recording(shuffled_refs=False, named_alert_lookups=False)
+# How every run before any of them existed recorded its evidence (results/20261201T184632Z): its
+# replies cite the refs in this order, so only this recording can score them again.
+UNSHUFFLED = Recording(shuffled_refs=False, named_alert_lookups=False, screened_refs=False)
 
 
 def recording_of(meta: dict) -> Recording:
-    """The recording a run's results.json names; a run that names none predates `Recording`."""
-    return Recording(**meta["recording"]) if "recording" in meta else UNSHUFFLED
+    """The recording a run's results.json names; a run that names none predates `Recording`, and one
+    that does not name `screened_refs` predates the screen."""
+    return Recording(**{"screened_refs": False, **meta["recording"]}) if "recording" in meta else UNSHUFFLED
 
 
 def shuffled(toolbox: Toolbox, seed: str) -> Toolbox:
@@ -110,6 +116,8 @@ class Recorded:
     # Every name (service, alert, state) a claim may only state when its evidence states it.
     names: tuple[str, ...] = ()
     topics: list[tuple[str, ...]] = field(default_factory=list)
+    # What code sets aside before the executor is asked, as diagnose() would (None: nothing).
+    screen: Screen | None = None
 
     def example(self, *, translated: bool = False) -> dspy.Example:
         """The citation module's inputs (the answer's language is the question's); the case id, the
@@ -121,15 +129,20 @@ class Recorded:
         question = self.case["translation"]["question"] if translated else self.case["question"]
         return dspy.Example(case_id=self.case["case_id"], language=question_language(question), question=question,
                             plan=self.plan, invocations=self.invocations, narrow=self.scope.narrow,
-                            observations=self.observations, retry_context="none",
+                            screen=self.screen, observations=self.observations, retry_context="none",
                             ref_decisions=gold_decisions(self.case, self.observations), claims=claims, hypotheses=[],
                             missing_info=gold["missing_info"], recommended_actions=[]
-                            ).with_inputs("language", "question", "plan", "invocations", "narrow", "retry_context")
+                            ).with_inputs("language", "question", "plan", "invocations", "narrow", "screen",
+                                          "retry_context")
 
     def gold_output(self) -> tuple[ExecutorOutput, ParseStatus, list[Finding]]:
         """The gold claims as the executor points at them, expanded by code as its own are."""
-        claims, refused = Menu(self.invocations).expand(self.example().claims)
+        claims, refused = Menu(self.invocations, screening=self.screening).expand(self.example().claims)
         return ExecutorOutput(claims=claims), ParseStatus(status="valid", detail="the gold output"), refused
+
+    @cached_property
+    def screening(self) -> Screening | None:
+        return self.screen(self.invocations) if self.screen is not None else None
 
     @cached_property
     def floor(self) -> float:
@@ -172,10 +185,13 @@ def record(cases: list[dict], toolbox: Toolbox, recording: Recording = Recording
         plan = PlannerOutput(scope="narrow" if run.scope.narrow else "broad",
                              target_services=gold_plan["target_services"], topics=gold_plan["topics"],
                              excluded_topics=list(run.scope.excluded_topics))
+        screen = run.screen if recording.screened_refs else None
+        hidden = screen(run.recorder.invocations).hidden() if screen is not None else None
         recorded[case["case_id"]] = Recorded(
             case=case, store=store, session_id=run.session_id, toolbox=tools, invocations=list(run.recorder.invocations),
-            scope=run.scope, target=run.target, plan=plan, observations=render_observations(run.recorder.invocations),
-            names=run.catalog.names, topics=run.catalog.topic_groups())
+            scope=run.scope, target=run.target, plan=plan,
+            observations=render_observations(run.recorder.invocations, hidden), names=run.catalog.names,
+            topics=run.catalog.topic_groups(), screen=screen)
     return recorded
 
 
@@ -196,11 +212,7 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
     """The checks a diagnosis runs after citation, on one output, as the metric and the report see it.
     `text_cap`: the length the attempt's schema capped a claim's text at, as the pipeline passes it."""
     case = recorded.case
-    checked = check_citations(recorded.store, recorded.toolbox, CitationCheck(
-        session_id=recorded.session_id, question=case["question"], output=output,
-        parse_status=parse or ParseStatus(status="valid", detail="parsed executor evidence contract"),
-        target=recorded.target, refused=tuple(refused), excluded_terms=recorded.scope.excluded_terms,
-        names=recorded.names, topics=tuple(recorded.topics), text_cap=text_cap))
+    checked = checked_output(recorded, output, parse, refused, text_cap)
     gate: GatekeeperResult = checked.gate
     claims, blockers, verifiable = checked.claims, checked.blockers, checked.verifiable
     parts: dict[str, float] = {}
@@ -263,6 +275,32 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
     return Score(score=score, parts=parts, verdict=verdict, gatekeeper=f"{gate.status}/{gate.severity}",
                  failed_rules=list(gate.failed_rules), blocked_rules=sorted({f.rule for fs in blockers.values() for f in fs}),
                  forbidden_hits=hits, feedback=feedback)
+
+
+def checked_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus | None = None,
+                   refused: list[Finding] = (), text_cap: int | None = None,
+                   context: RetryContext | None = None) -> Checked:
+    """The checks a diagnosis runs after citation (the hook, the gatekeeper, the claim checks) on one
+    output of this case; `context`: the retry context the attempt was asked with."""
+    return check_citations(recorded.store, recorded.toolbox, CitationCheck(
+        session_id=recorded.session_id, question=recorded.case["question"], output=output,
+        parse_status=parse or ParseStatus(status="valid", detail="parsed executor evidence contract"),
+        target=recorded.target, refused=tuple(refused), excluded_terms=recorded.scope.excluded_terms,
+        names=recorded.names, topics=tuple(recorded.topics), retry_context=context, text_cap=text_cap,
+        screen=recorded.screen))
+
+
+def review_of(recorded: Recorded):
+    """The checks of one attempt on this case's evidence, as a diagnosis reviews one
+    (program.stages.cite.review): the citation module asks once more when they refuse what a new
+    attempt can fix. The second look is not made: the case's searches are recorded, and it would
+    search anew."""
+    def review(attempt: dspy.Prediction, context: RetryContext | None) -> Review:
+        checked = checked_output(recorded, *output_of(attempt), context=context)
+        return Review(checked=checked, retry=retry_context(checked, 1 if context is None else context.attempt + 1),
+                      invocations=list(recorded.invocations))
+
+    return review
 
 
 def output_of(prediction) -> tuple[ExecutorOutput, ParseStatus, list[Finding], int | None]:

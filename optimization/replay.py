@@ -20,8 +20,9 @@ RECORDED_ARGS = ("lm", "optimizers", "k", "threshold", "gepa_calls", "gepa_val",
 
 
 # What a citation reply was written for. The observations hold every label a reply may cite, so a
-# reply matched by them cites the same refs it cited then.
-REPLY_INPUTS = ("question", "observations")
+# reply matched by them cites the same refs it cited then; the retry context tells a second attempt
+# from the first.
+REPLY_INPUTS = ("question", "observations", "retry_context")
 
 
 class ReplayError(ValueError):

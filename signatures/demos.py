@@ -13,6 +13,8 @@ from __future__ import annotations
 import dspy
 
 from program.evidence.checks import retry_text
+from program.evidence.relevance import Target
+from program.evidence.screen import Screen, Screening
 from program.evidence.verdict import SECOND_LOOK_SHARE, second_look_blocker
 from contracts import (
     ANSWERS,
@@ -95,7 +97,7 @@ def _call(inv_id: int, tool: str, arguments: dict, items: list[dict] = (), messa
     """A recorded call whose output holds `items`: its refs are extracted as the recorder extracts them."""
     declaration = TOOLBOX.get(tool)
     output = {"success": True, declaration.items: list(items), "message": message}
-    return ToolInvocation(id=inv_id, session_id="demo", tool_name=tool, input=arguments,
+    return ToolInvocation(id=inv_id, session_id="demo", tool_name=tool, input=arguments, output=output,
                           retrieval_details=extract_retrieval_details(declaration, output))
 
 
@@ -117,19 +119,22 @@ def _alert(name: str, state: str, service: str, current: str, threshold: str, de
             "duration": "6m", "description": description}
 
 
-def _decided(calls: list[ToolInvocation], decisions: list[list[str]]) -> list[RefJudgement]:
-    """Each ref's decision (or a no-hit's), call by call in the order shown."""
+def _decided(calls: list[ToolInvocation], decisions: list[list[str]], screening: Screening) -> list[RefJudgement]:
+    """Each ref's decision (or a no-hit's) that code did not set aside, call by call in the order shown."""
     decided = []
     for inv, chosen in zip(calls, decisions, strict=True):
-        labels = [citation_label(inv.id, ref.raw_path) for ref in inv.retrieval_details.evidence_refs]
+        labels = [label for ref in inv.retrieval_details.evidence_refs
+                  if (label := citation_label(inv.id, ref.raw_path)) not in screening.refs]
         decided += [RefJudgement(ref=label, decision=decision)
                     for label, decision in zip(labels or [citation_label(inv.id, None)], chosen, strict=True)]
     return decided
 
 
-# Every demo holds a ref that does not answer (another service's alert, an earlier state, another
-# endpoint, an excluded topic, an unrelated line) and cites only the one that does, so that neither
-# citing every ref nor a position is the lesson; the answering ref sits at another index in each.
+# Each demo holds refs that do not answer: ones no field tells apart (a request that was not slow,
+# an unrelated line), which the executor decides on, and ones code sets aside before it is asked
+# (another service's alert, an alert's earlier state, another endpoint, an excluded topic), as the
+# observations say it. Each cites only what answers, so that neither citing every ref nor a
+# position is the lesson; the answering ref sits at another index in each.
 _DISK = [_call(7, "query_metrics", {"alert_name": "DiskPressure"}, [
     _alert("DiskPressure", "firing", "payment-service", "88%", "85%", "shares volume /data with checkout-service"),
     _alert("DiskPressure", "firing", "checkout-service", "93%", "85%", "volume /var/log 40GB"),
@@ -137,10 +142,14 @@ _DISK = [_call(7, "query_metrics", {"alert_name": "DiskPressure"}, [
 _SLOW = [_call(4, "query_logs", {"query": "slow request", "service": "cart-service"}, [
     _log("09:12", "WARN", "cart-service", "GC pause 1200ms during POST /api/cart/submit"),
     _log("09:12", "WARN", "cart-service", "Slow request: GET /api/cart/view took 2100ms"),
+    _log("09:12", "INFO", "cart-service", "POST /api/cart/submit 200 in 35ms"),
     _log("09:13", "WARN", "cart-service", "Slow request: POST /api/cart/submit took 3400ms")])]
 _POOL = [_call(5, "query_logs", {"query": "connection pool exhausted", "service": "inventory-service"}, [
     _log("08:02", "INFO", "inventory-service", "connection pool stats: active=7/50, idle=43, waiting=0"),
     _log("08:03", "INFO", "inventory-service", "request id=8812 served in 40ms")])]
+_POOL_FULL = [_call(6, "query_logs", {"query": "connection pool exhausted", "service": "billing-service"}, [
+    _log("10:41", "INFO", "billing-service", "invoice batch 77 queued"),
+    _log("10:42", "WARN", "billing-service", "connection pool stats: active=20/20, idle=0, waiting=14")])]
 _SEARCH = [_call(2, "query_metrics", {"service": "search-service", "alert_name": "HighLatency"}, [
                _alert("HighLatency", "resolved", "search-service", "P99=0.8s", "P99>1s", "query latency"),
                _alert("HighLatency", "firing", "search-service", "P99=2.4s", "P99>1s", "query latency")]),
@@ -149,7 +158,7 @@ _SEARCH = [_call(2, "query_metrics", {"service": "search-service", "alert_name":
 
 
 # Each case: ({language: (question, topics, excluded, [claim texts], missing_info)}, service, calls,
-# each call's decisions per ref, and each claim's type and labels.
+# each call's decisions per ref code did not set aside, and each claim's type and labels.
 _EXECUTOR_CASES = (
     ({"zh": ("只确认 checkout-service 是否存在 DiskPressure 告警", ["DiskPressure"], [],
              ["checkout-service 存在 DiskPressure 告警（firing），磁盘使用率 93%。"],
@@ -157,50 +166,69 @@ _EXECUTOR_CASES = (
       "en": ("Only confirm whether checkout-service has a DiskPressure alert.", ["DiskPressure"], [],
              ["checkout-service has a DiskPressure alert (firing), disk usage 93%."],
              ["Why the disk filled up is unknown; the files under /var/log would tell."])},
-     "checkout-service", _DISK, [["other_service", "answers", "earlier_state"]],
+     "checkout-service", _DISK, [["answers"]],
      [("observation", ["#7 $.alerts[1]"])]),
     ({"zh": ("只确认 cart-service 的 POST /api/cart/submit 是否有慢请求日志，不要看 GC。", ["慢请求"], ["GC"],
              ["cart-service 的 POST /api/cart/submit 有慢请求：took 3400ms。"], []),
       "en": ("Only confirm whether cart-service logs slow requests on POST /api/cart/submit; leave GC out.",
              ["slow request"], ["GC"], ["cart-service logs a slow request on POST /api/cart/submit: took 3400ms."], [])},
-     "cart-service", _SLOW, [["excluded", "other_topic", "answers"]], [("observation", ["#4 $.logs[2]"])]),
+     "cart-service", _SLOW, [["irrelevant", "answers"]], [("observation", ["#4 $.logs[3]"])]),
     ({"zh": ("确认 inventory-service 的连接池是否耗尽。", ["连接池耗尽"], [],
              ["inventory-service 的连接池没有耗尽：active=7/50, waiting=0。"], []),
       "en": ("Confirm whether inventory-service's connection pool is exhausted.", ["connection pool exhaustion"], [],
              ["inventory-service's connection pool is not exhausted: active=7/50, waiting=0."], [])},
      "inventory-service", _POOL, [["answers", "irrelevant"]], [("observation", ["#5 $.logs[0]"])]),
+    # The same question of a pool that is exhausted, so that neither answer is the lesson, only the line.
+    ({"zh": ("确认 billing-service 的连接池是否耗尽。", ["连接池耗尽"], [],
+             ["billing-service 的连接池已耗尽：active=20/20, waiting=14。"], []),
+      "en": ("Confirm whether billing-service's connection pool is exhausted.", ["connection pool exhaustion"], [],
+             ["billing-service's connection pool is exhausted: active=20/20, waiting=14."], [])},
+     "billing-service", _POOL_FULL, [["irrelevant", "answers"]], [("observation", ["#6 $.logs[1]"])]),
     ({"zh": ("只确认 search-service 是否有 HighLatency 告警，以及日志中是否有 Elasticsearch 超时。",
              ["HighLatency", "Elasticsearch 超时"], [],
              ["search-service 存在 HighLatency 告警（firing），P99=2.4s。", "search-service 的日志中未检索到 Elasticsearch 超时记录。"], []),
       "en": ("Only confirm whether search-service has a HighLatency alert, and whether its logs show Elasticsearch timeouts.",
              ["HighLatency", "Elasticsearch timeout"], [],
              ["search-service has a HighLatency alert (firing), P99=2.4s.", "No Elasticsearch timeout log lines were found for search-service."], [])},
-     "search-service", _SEARCH, [["earlier_state", "answers"], ["answers"]],
+     "search-service", _SEARCH, [["answers"], ["answers"]],
      [("observation", ["#2 $.alerts[1]"]), ("negative_observation", ["#3 no-hit"])]),
 )
 
 
+def _screened(calls: list[ToolInvocation], service: str, question: str, excluded: list[str]) -> Screening:
+    """What code sets aside of a demo's calls, as it would for its question: the alerts it names are
+    its topics' names written as alerts are (DiskPressure)."""
+    alerts = tuple(ref.name for inv in calls for ref in inv.retrieval_details.evidence_refs
+                   if ref.name and ref.name in question)
+    screen = Screen(target=Target(services=(service,), topics=(), alerts=alerts),
+                    excluded_terms=tuple(term.casefold() for term in excluded), narrow=True, question=question)
+    return screen(calls)
+
+
 def executor_demos() -> list[dspy.Example]:
-    """An alert beside another service's and its own earlier one, slow lines on two endpoints and
-    an excluded topic, a healthy pool that answers "no", and an alert found beside a search that
-    found nothing (two claims), each in both languages, in the output shape the grammar allows:
-    a decision on every ref first, then bindings that point at the refs decided answers, the same
-    in both. Numbers in a claim are copied from what it cites. Each demo carries the calls it was
-    shown (`invocations`) beside their rendering."""
-    return [
-        dspy.Example(language=language, question=question, retry_context="none", invocations=calls,
-                     plan=PlannerOutput(scope="narrow", target_services=[service], topics=topics,
-                                        excluded_topics=excluded),
-                     observations=render_observations(calls), ref_decisions=_decided(calls, decisions),
-                     claims=[ClaimDraft(claim_type=kind, evidence_bindings=labels, claim_text=text)
-                             for (kind, labels), text in zip(claims, texts, strict=True)],
-                     hypotheses=[], recommended_actions=[],
-                     missing_info=[MissingInfo(info_id=f"missing-{n}", description=text)
-                                   for n, text in enumerate(missing, start=1)])
-        .with_inputs("language", "question", "plan", "observations", "retry_context")
-        for cases, service, calls, decisions, claims in _EXECUTOR_CASES
-        for language, (question, topics, excluded, texts, missing) in cases.items()
-    ]
+    """An alert (its earlier state and another service's set aside by code), a slow line beside a
+    fast one of the same endpoint (another endpoint's and an excluded topic's set aside by code), a
+    healthy pool that answers "no" and an exhausted one that answers "yes", and an alert found
+    beside a search that found nothing (two claims), each in both languages, in the output shape the grammar allows: a decision on every
+    ref shown first, then bindings that point at the refs decided answers, the same in both. Numbers
+    in a claim are copied from what it cites. Each demo carries the calls it was shown
+    (`invocations`) beside their rendering."""
+    demos = []
+    for cases, service, calls, decisions, claims in _EXECUTOR_CASES:
+        for language, (question, topics, excluded, texts, missing) in cases.items():
+            screening = _screened(calls, service, question, excluded)
+            demos.append(dspy.Example(
+                language=language, question=question, retry_context="none", invocations=calls,
+                plan=PlannerOutput(scope="narrow", target_services=[service], topics=topics, excluded_topics=excluded),
+                observations=render_observations(calls, screening.hidden()),
+                ref_decisions=_decided(calls, decisions, screening),
+                claims=[ClaimDraft(claim_type=kind, evidence_bindings=labels, claim_text=text)
+                        for (kind, labels), text in zip(claims, texts, strict=True)],
+                hypotheses=[], recommended_actions=[],
+                missing_info=[MissingInfo(info_id=f"missing-{n}", description=text)
+                              for n, text in enumerate(missing, start=1)],
+            ).with_inputs("language", "question", "plan", "observations", "retry_context"))
+    return demos
 
 
 _DISK_FIRING = [_call(7, "query_metrics", {"service": "checkout-service", "alert_name": "DiskPressure"}, [

@@ -64,6 +64,9 @@ class CiteEvidence(dspy.Signature):
     other_service (it is about another service, even when it names the asked one), other_topic
     (another endpoint, alert or topic of the asked service), excluded (what the user said not to
     analyse), irrelevant (nothing the question asks about). Only refs decided answers are cited.
+    Refs code already set aside (another service's, another alert's or endpoint's, an alert's
+    earlier state, what the user excluded) are not shown: a line says how many, and they are never
+    cited.
 
     A claim gives its claim_type, then its evidence_bindings, then its claim_text. A binding is a
     label from the observations: "#7 $.alerts[0]" cites that whole ref, "#7 $.alerts[0] §2" its

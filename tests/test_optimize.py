@@ -77,7 +77,7 @@ def test_optimize_saves_a_program_for_its_lm_and_diagnose_uses_it_only_there(run
     results, run_dir = run_optimize({None: lm}, "--optimizers", "labeled,stratified,bootstrap", "--train-scores")
     by = rows(results)
     assert [r["kind"] for r in results["rows"]] == ["uncompiled", "candidate", "candidate", "candidate", "reference",
-                                                    "reference", "reference"]
+                                                    "reference", "reference", "reference"]
     assert by["uncompiled"]["held_out"] < 0.5 < by["labeled"]["held_out"] == by["stratified"]["held_out"]
     assert by["gold"]["held_out"] == 1.0 and by["rule"]["held_out"] < 0.75
     # On each case's range (no claim 0, the gold 1): a learner that cites the gold once shown it is at
@@ -87,7 +87,7 @@ def test_optimize_saves_a_program_for_its_lm_and_diagnose_uses_it_only_there(run
     assert all(r["floor"] == pytest.approx(floor) and r["ceiling"] == 1.0 for r in results["runs"])
     for row in ("uncompiled", "rule"):
         assert by[row]["held_out_normalised"] == pytest.approx((by[row]["held_out"] - floor) / (1 - floor), abs=1e-3)
-    assert results["meta"]["recording"] == {"shuffled_refs": True, "named_alert_lookups": True}
+    assert results["meta"]["recording"] == {"shuffled_refs": True, "named_alert_lookups": True, "screened_refs": True}
     assert "no training run" in by["bootstrap"]["note"]
     gain = by["labeled"]["gain"]
     assert gain["cases"] == 40 and 0 < gain["low"] <= gain["gain"] <= gain["high"]
@@ -96,7 +96,13 @@ def test_optimize_saves_a_program_for_its_lm_and_diagnose_uses_it_only_there(run
     assert results["meta"]["repeats_served"] > 0
     evaluated = sum(r["lm_calls"] for r in results["runs"] if r["label"] in ("uncompiled", "labeled", "stratified"))
     train = sum(c["split"] == "train" for c in DEVSET)
-    assert evaluated == 3 * len(DEVSET)
+    # Each case is run as a diagnosis runs it: the gatekeeper rejected the uncompiled learner's invented
+    # id, so it was asked once more, told why (and invented it again); the gold-shown learner was right at once.
+    attempts = {label: {r["attempts"] for r in results["runs"] if r["label"] == label}
+                for label in ("uncompiled", "labeled", "stratified")}
+    assert attempts == {"uncompiled": {2}, "labeled": {1}, "stratified": {1}}
+    assert all(r["first_score"] == r["score"] for r in results["runs"] if r["label"] == "uncompiled")
+    assert evaluated == 4 * len(DEVSET)
     assert results["meta"]["model_calls"] + results["meta"]["repeats_served"] == evaluated + train
     assert results["meta"]["repeats_served"] == train
     # The scripted learner is all right or all wrong: its parts move together, and the ones it never
@@ -260,7 +266,8 @@ def test_a_second_run_is_answered_from_the_reply_cache_and_its_replay_reproduces
     by = rows(first)
     assert [r["label"] for r in first["rows"] if r["kind"] == "candidate"] == ["per_kind"]
     assert first["meta"]["chosen"] == "per_kind" and first["meta"]["saved"] and by["per_kind"]["held_out"] == 1.0
-    assert (first["meta"]["model_calls"], first["meta"]["cached_served"]) == (2 * 40, 0)
+    # The uncompiled learner's invented id is refused and it is asked once more; per_kind's is right at once.
+    assert (first["meta"]["model_calls"], first["meta"]["cached_served"]) == (2 * 40 + 40, 0)
     again = learner()
     second, run_dir = run_optimize({None: again}, out="again")
     # Greedy decoding: the unchanged baseline and candidate get the replies the first run kept, and no model call.

@@ -44,6 +44,13 @@ class ToolDeclaration:
     # all-clear, for what a search may have missed (the function then takes `min_share`); None:
     # a no-hit of this tool is not looked at again.
     second_look: str | None = None
+    # The item fields that say what an item is of, as its source reports them: the service it
+    # belongs to, and the name of what it is (an alert's). The recorder keeps them beside each ref,
+    # and code reads them to set aside a ref of another service or alert than the question asks
+    # about. A field only a source vouches for: an alert's service label is, but a log line's service
+    # is often read from where its file lies (syslog holds every program's lines), so logs declare none.
+    service_field: str | None = None
+    name_field: str | None = None
 
     def __post_init__(self):
         if not LOCATOR.match(raw_path(self.items, 0)):

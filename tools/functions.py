@@ -229,6 +229,8 @@ QUERY_METRICS = ToolDeclaration(
     lm_arguments=("service", "alert_name", "state"),
     catalog_values={"service": "services", "alert_name": "alert_names", "state": "alert_states"},
     arg_desc={"service": "exact service name", "alert_name": "exact alert name", "state": "alert state"},
+    service_field="service",
+    name_field="name",
 )
 QUERY_LOGS = ToolDeclaration(
     function=query_logs,

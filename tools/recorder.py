@@ -63,7 +63,8 @@ def extract_retrieval_details(declaration: ToolDeclaration | None, output: Any) 
     refs = []
     if isinstance(items, list):
         refs = [
-            EvidenceRef(raw_path=raw_path(declaration.items, i), text=defused(declaration.render(item)))
+            EvidenceRef(raw_path=raw_path(declaration.items, i), text=defused(declaration.render(item)),
+                        service=_named(item, declaration.service_field), name=_named(item, declaration.name_field))
             for i, item in enumerate(items)
             if isinstance(item, Mapping)
         ]
@@ -75,6 +76,18 @@ def extract_retrieval_details(declaration: ToolDeclaration | None, output: Any) 
         message=message,
         unread=[str(place) for place in unread] if isinstance(unread, list) else [],
     )
+
+
+# A name is short; a field longer than this is no name, and is not read as one.
+NAME_MAX_CHARS = 120
+
+
+def _named(item: Mapping[str, Any], field: str | None) -> str | None:
+    """An item's field, when it holds a name, defused like ref text (a reason quotes it to the LM)."""
+    value = item.get(field) if field else None
+    if not isinstance(value, str) or not value.strip() or len(value) > NAME_MAX_CHARS:
+        return None
+    return defused(value.strip())
 
 
 class InvocationStore(Protocol):
@@ -163,17 +176,28 @@ def call_text(invocation: ToolInvocation) -> str:
     return f"{invocation.tool_name}({', '.join(f'{k}={v!r}' for k, v in invocation.input.items())})"
 
 
-def render_observation(invocation: ToolInvocation) -> str:
+def render_observation(invocation: ToolInvocation, hidden: Mapping[str, str] | None = None) -> str:
     """What the LM sees of one call: its id, arguments, status, and each ref or no-hit message
-    after the label that cites it."""
+    after the label that cites it. `hidden`: refs left out, by label, each with the words that say
+    why (`of another service`); one line says how many were left out, and why."""
     details = invocation.retrieval_details
     head = f"#{invocation.id} {call_text(invocation)} -> {details.evidence_status}"
     if details.evidence_status == "failed":
         return f"{head}: {details.message}"
     if details.evidence_status == "no_evidence":
         return f"{head}\n  {citation_label(invocation.id, None)}: {details.message}"
-    return "\n".join([head, *(f"  {citation_label(invocation.id, ref.raw_path)}: {ref.text}"
-                              for ref in details.evidence_refs)])
+    hidden = hidden or {}
+    shown, why = [], {}
+    for ref in details.evidence_refs:
+        label = citation_label(invocation.id, ref.raw_path)
+        if label in hidden:
+            why[hidden[label]] = why.get(hidden[label], 0) + 1
+        else:
+            shown.append(f"  {label}: {ref.text}")
+    if why:
+        shown.append("  (set aside by code, not citable: "
+                     + ", ".join(f"{count} ref{'s' if count > 1 else ''} {reason}" for reason, count in why.items()) + ")")
+    return "\n".join([head, *shown])
 
 
 def _placeholder(token: re.Match) -> str:
@@ -194,10 +218,10 @@ def spotlight(body: str) -> str:
     return f"{SPOTLIGHT_OPEN}\n{defused(body)}\n{SPOTLIGHT_CLOSE}"
 
 
-def render_observations(invocations: list[ToolInvocation]) -> str:
+def render_observations(invocations: list[ToolInvocation], hidden: Mapping[str, str] | None = None) -> str:
     if not invocations:
         return "(no tool calls yet)"
-    return spotlight("\n".join(render_observation(inv) for inv in invocations))
+    return spotlight("\n".join(render_observation(inv, hidden) for inv in invocations))
 
 
 class ObservedRef(NamedTuple):

@@ -27,7 +27,8 @@ from program.store.processes import this_process
 from program.store.storable import storable
 from program.evidence.injection import instruction_in
 from program.evidence.language import answer_language, say
-from contracts import MAX_TEXT_CHARS, DiagnosisSession, Finding, Language
+from contracts import MAX_TEXT_CHARS, Finding, Language
+from contracts.record import DiagnosisSession
 from tools.text.folding import nfkc
 from tools.sources.errors import SourceError
 from tools.sources.http import first_problem, whole_answer

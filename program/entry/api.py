@@ -11,7 +11,7 @@ from program.lm.adapter import adapter_for
 from program.stages.compiled import load_program
 from program.lm.engine import resolve_lm
 from program.stages.pipeline import Diagnosis
-from contracts import DiagnosisResult
+from contracts.record import DiagnosisResult
 
 
 def diagnose(question: str, lm: str | dspy.BaseLM | None = None, db: str | AuditStore | None = None, *,

@@ -18,7 +18,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from contracts import DiagnosisResult, DiagnosisSession
+from contracts.record import DiagnosisResult, DiagnosisSession
 from program.entry.display import StageProgress, one_line, plain, print_audit, print_result
 from program.entry.terminal import printable_json
 from program.store.audit import INTERNAL_ERROR, AuditStore

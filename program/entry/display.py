@@ -11,7 +11,7 @@ from rich.markup import escape
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from contracts import DiagnosisResult, DiagnosisSession, ExecutorAttempt
+from contracts.record import DiagnosisResult, DiagnosisSession, ExecutorAttempt
 from program.entry.terminal import printable
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from program.store.audit import TRACEBACK

@@ -36,12 +36,12 @@ from contracts import (
     Claim,
     ClaimDraft,
     ClaimJudgement,
-    DiagnosisSession,
     ExecutorOutput,
     Finding,
     GatekeeperResult,
     ToolInvocation,
 )
+from contracts.record import DiagnosisSession
 from tools.text.folding import ZERO_WIDTH
 from tools.recorder import call_text, citation_label
 

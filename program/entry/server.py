@@ -57,7 +57,8 @@ from program.store.audit import AuditStore
 from program.store.errors import AuditStoreError, UnreadableRecord
 from program.entry.workers import QueueFull, Workers
 from program.lm.engine import is_embedded
-from contracts import MAX_TEXT_CHARS, DiagnosisResult, DiagnosisSession, Language, ToolInvocation
+from contracts import MAX_TEXT_CHARS, Language, ToolInvocation
+from contracts.record import DiagnosisResult, DiagnosisSession
 from tools.sources.http import first_problem
 from contracts.settings import current, value_or_default
 

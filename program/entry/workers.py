@@ -21,7 +21,8 @@ import dspy
 from program.entry.api import diagnose
 from program.store.audit import AuditStore
 from program.store.errors import AuditStoreError
-from contracts import DiagnosisResult, DiagnosisSession, Finding
+from contracts import Finding
+from contracts.record import DiagnosisResult, DiagnosisSession
 
 log = logging.getLogger(__name__)
 # How often an idle worker looks for sessions that other servers queued.

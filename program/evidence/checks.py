@@ -13,7 +13,10 @@ from functools import cached_property
 
 from program.evidence.citations import first_clause
 from program.evidence.hook import VerifierInputHook
+from program.evidence.names import ungrounded_names
+from program.evidence.numbers import ungrounded_numbers
 from program.evidence.relevance import Target
+from program.evidence.screen import Screen
 from program.evidence.verdict import CitedRef, cited_refs, claim_blockers
 from contracts import (
     Claim,
@@ -79,6 +82,9 @@ class CitationCheck:
     retry_context: RetryContext | None = None
     # The longest claim text the response schema allowed (None: not narrowed): a text that long was cut off.
     text_cap: int | None = None
+    # What code sets aside of the session's calls before the executor is asked (None: nothing); a
+    # claim that cites it anyway is blocked.
+    screen: Screen | None = None
 
 
 def check_citations(store, toolbox: Toolbox, check: CitationCheck) -> Checked:
@@ -94,7 +100,14 @@ def check_citations(store, toolbox: Toolbox, check: CitationCheck) -> Checked:
     claims = verifier_input.executor_structured_output.claims
     cited = cited_refs(gate, invocations, toolbox)
     blockers = claim_blockers(claims, cited, check.target, check.excluded_terms, check.names, list(check.topics))
+    screening = check.screen(invocations) if check.screen is not None else None
     for claim in claims:
+        for ref in cited.get(claim.claim_id, []) if screening is not None else ():
+            if ref.invocation_id is not None and (aside := screening.refused(ref.invocation_id, ref.raw_path, ref.context)):
+                blockers.setdefault(claim.claim_id, []).append(Finding(
+                    rule=SET_ASIDE, claim_id=claim.claim_id, message=(
+                        f"it cites {citation_label(ref.invocation_id, ref.raw_path)}, which code set aside as "
+                        f"{aside.decision}: {aside.reason}")))
         if check.text_cap is not None and len(claim.claim_text) >= check.text_cap:
             # Grammar-constrained decoding ends the string at the cap, often mid-word: what is left is
             # not the statement the model was writing, so no part of it is verified.
@@ -106,6 +119,8 @@ def check_citations(store, toolbox: Toolbox, check: CitationCheck) -> Checked:
 
 
 CUT_OFF = "verdict.cut_off"
+# A claim citing a ref (or clause) that code set aside before the executor was asked.
+SET_ASIDE = "verdict.set_aside"
 
 
 # What a new attempt can fix by what a claim says or cites, so the executor is told and asked once
@@ -116,7 +131,8 @@ CUT_OFF = "verdict.cut_off"
 REVISABLE = frozenset({
     "verdict.state_conflict", "verdict.absence_on_hit", "verdict.no_hit_positive", "verdict.ungrounded_number",
     "verdict.misbound_number", "verdict.off_topic", "verdict.ungrounded_name", "verdict.ungrounded_topic",
-    "verdict.excluded_topic", "verdict.runbook_only", "verdict.backfill_only", "verdict.second_look", CUT_OFF})
+    "verdict.excluded_topic", "verdict.runbook_only", "verdict.backfill_only", "verdict.second_look", CUT_OFF,
+    SET_ASIDE})
 # The rules that refuse hostile text: a claim they refuse gets no second look either, which would
 # give it a new attempt.
 HOSTILE = frozenset({"verdict.bidi_control", "verdict.restated_instruction"})
@@ -164,13 +180,16 @@ def retry_context(checked: Checked, attempt: int, more: list[Finding] = ()) -> R
     return RetryContext(attempt=attempt, failed_rules=list(dict.fromkeys(f.rule for f in findings)), errors=findings)
 
 
-def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = ()) -> str:
+def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = (),
+               offered: dict[str, str] | None = None) -> str:
     """The retry context as the executor reads it: the attempt code refused (each refused claim named
-    with what it cited, and what that shows), and why, in the checks' words; and the refs that code's
-    own new search found (`found`, their labels), which may answer the question. A refused claim's
-    text is never shown: a small model decoding greedily copies the text nearest its answer, and
-    quoted, the refused claim was copied word for word in two of four retries of presumed states
-    (bench-20261202T080257Z), as shown as an answer it was in five of seven (bench-20261202T024922Z)."""
+    with what it cited, and what that shows), and why, in the checks' words; where the numbers and
+    names it wrote that what it cited lacks do occur, among the refs a new attempt is `offered`
+    (label -> text); and the refs that code's own new search found (`found`, their labels), which
+    may answer the question. A refused claim's text is never shown: a small model decoding greedily copies the
+    text nearest its answer, and quoted, the refused claim was copied word for word in two of four
+    retries of presumed states (bench-20261202T080257Z), as shown as an answer it was in five of
+    seven (bench-20261202T024922Z)."""
     written = {c.claim_id: c for c in claims}
     lines = [f"Code refused attempt {context.attempt}. Write each refused claim anew so that none of its findings "
              "holds (its state, service, numbers and type as the labels it cites show them), or leave it out."]
@@ -183,12 +202,38 @@ def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = ()
                                             for b in claim.evidence_bindings if b.source_invocation_id is not None))
             lines.append(f"Refused {claim.claim_id}: the {claim.claim_type} citing {cited or 'nothing'}")
         lines += [f"- {finding.rule}: {finding.message}" for finding in findings]
+        # The 1.5B writes the numbers of one line and points at its neighbour (bench-20261207T040208Z:
+        # a pool's "active=50/50, waiting=32" citing the timeout line beside it, a GC pause citing the
+        # memory line after it): where they are is what a new attempt can point at.
+        if claim is not None and offered and any(f.rule in UNGROUNDED for f in findings):
+            lines += [f"- {', '.join(written)}, which it wrote, {'is' if len(written) == 1 else 'are'} in {label}"
+                      for label, written in _where_written_is(claim, offered)]
         # What it cited, said last: a small model copies the nearest text, so that should be the evidence.
         lines += [f"- {label} shows: {text}" for label, text in _shown(claim)]
     if found:
         lines.append(f"Code searched again and found {', '.join(found)}: cite those that answer the question, "
                      "and say what they show.")
     return "\n".join(lines)
+
+
+# The findings that say a claim wrote a number or a name that what it cites lacks.
+UNGROUNDED = frozenset({"verdict.ungrounded_number", "verdict.misbound_number", "verdict.ungrounded_name"})
+
+
+def _where_written_is(claim: Claim, offered: dict[str, str], most: int = 3) -> list[tuple[str, list[str]]]:
+    """The offered refs (label -> text) that hold numbers or names the claim wrote and none of its
+    citations holds, each with those it holds, at most `most`, those holding the most first."""
+    cited = [b.evidence_excerpt for b in claim.evidence_bindings if b.evidence_excerpt]
+
+    def lacking(texts: list[str]) -> list[str]:
+        return [*ungrounded_numbers(claim.claim_text, texts), *ungrounded_names(claim.claim_text, texts, ())]
+
+    missing = lacking(cited)
+    # A number written inside a name (32 in waiting=32) is said once, with the name.
+    missing = [w for w in dict.fromkeys(missing) if not any(w != other and w in other for other in missing)]
+    holding = {label: [w for w in missing if w not in set(lacking([text]))] for label, text in offered.items()}
+    ranked = sorted((label for label, held in holding.items() if held), key=lambda label: -len(holding[label]))
+    return [(label, holding[label]) for label in ranked[:most]]
 
 
 def _shown(claim: Claim | None, most: int = 3) -> list[tuple[str, str]]:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from program.evidence.gatekeeper import UNKNOWN_LABEL
 from program.evidence.language import say
 from program.evidence.matching import clauses, match_excerpt
+from program.evidence.screen import Screening
 from contracts import ANSWERS, Claim, ClaimDraft, EvidenceBinding, Finding, Language, RefDecision, ToolInvocation
 from tools.recorder import canonical_label, citation_label
 
@@ -48,12 +49,15 @@ class Menu:
     are the labels a constrained LM may choose: a clause the gatekeeper would not accept as an
     excerpt of its ref (too short to say anything, or cut after a negation) is not offered, but a
     free LM that names it gets its binding, and the gatekeeper's verdict on it. Nor are `withheld`
-    labels: on a retry's menu, the no-hits whose "nothing found" a second look contradicted."""
+    labels: on a retry's menu, the no-hits whose "nothing found" a second look contradicted; nor the
+    labels code set aside (`screening`: refs of another service or topic, what the user excluded)."""
 
-    def __init__(self, invocations: Iterable[ToolInvocation], withheld: Iterable[str] = ()):
+    def __init__(self, invocations: Iterable[ToolInvocation], withheld: Iterable[str] = (),
+                 screening: Screening | None = None):
         self.citations: dict[str, Citation] = {}
         self.offered: list[str] = []
-        self.withheld = frozenset(withheld)
+        self.screening = screening or Screening()
+        self.withheld = frozenset(withheld) | frozenset(self.screening.labels)
         for inv in invocations:
             details = inv.retrieval_details
             for ref in details.evidence_refs:
@@ -82,9 +86,11 @@ class Menu:
     @property
     def refs(self) -> list[str]:
         """The labels the executor decides on before it cites: each whole ref and each no-hit it is
-        offered, not their clauses."""
-        return [label for label in self.offered
-                if label == citation_label(self.citations[label].invocation_id, self.citations[label].raw_path)]
+        offered, not their clauses, and each ref only some of whose clauses it is offered."""
+        partly = {(self.citations[o].invocation_id, self.citations[o].raw_path) for o in self.offered}
+        return [label for label, c in self.citations.items() if label == citation_label(c.invocation_id, c.raw_path)
+                and (label in self.offered or (label in self.screening.labels and label not in self.screening.refs
+                                               and (c.invocation_id, c.raw_path) in partly))]
 
     def answering(self, drafts: Iterable[ClaimDraft], decisions: dict[str, RefDecision]
                   ) -> tuple[list[ClaimDraft], list[Finding]]:

@@ -50,19 +50,26 @@ from contracts import (
     Finding,
     GatekeeperResult,
     ToolInvocation,
-    VerifiedClaim,
-    VerifierEvaluation,
 )
+from contracts.record import VerifiedClaim, VerifierEvaluation
 from tools.declaration import Toolbox
 from tools.text.folding import nfkc
 from tools.recorder import call_text
 
 
-# A claim that something was not found or does not exist. "No" reaches the word of finding across
-# whatever the clause names in between ("No container killed log lines were found"), not across its end.
-ABSENCE = re.compile(r"未检索到|未找到|没有找到|未发现|没有发现|不存在|没有|无相关|并无|"
+# A claim that something was not found or does not exist: a negated finding ("未找到", "No … were
+# found", "not present"), or a denied existence: of a name, a quoted value or what the tools return
+# and record ("没有 HighCPUUsage 告警", "没有连接池耗尽的日志", "has no 5xx errors"). "No" reaches the
+# word of finding across whatever the clause names in between, not across its end. A negated state
+# is no absence: "连接池没有耗尽", "is not exhausted" observe the state a found line shows, which the
+# verifier judges against it.
+_FINDING_ZH = r"(?:检索到|找到|发现|查到|搜到|搜索到|匹配到?|出现|记录到|看到|检测到|观察到)"
+_DENIED_ZH = r"(?:没有|无(?![法需论]))"
+_RECORDED_ZH = r"(?:日志|记录|告警|报警|警报|错误|异常|报错|事件|结果|证据)"
+ABSENCE = re.compile(rf"(?:未|没有?|并未|从未)\s*{_FINDING_ZH}|不存在|并无|无相关|无任何|没有(?:任何|相关)|"
+                     rf"{_DENIED_ZH}\s*(?=[A-Za-z0-9\"'“‘「『《])|{_DENIED_ZH}[^，。；！？,;!?\n]{{0,24}}?{_RECORDED_ZH}|"
                      rf"\bno\b(?:(?!{CLAUSE_END.pattern}).)*?\s(?:found|matched|exists?|present)\b|"
-                     r"\bnot\s+(?:found|present|exist)|"
+                     r"\bnot\s+(?:found|present|exist)|\b(?:has|have|had)\s+no\b(?!\s+longer)|"
                      r"\bnothing\b|\bthere\s+(?:is|are)\s+no\b|\bno evidence\b|\bdoes\s+not\s+(?:have|show|exist)",
                      re.IGNORECASE)
 
@@ -141,6 +148,9 @@ class CitedRef:
     # evidence_blocks) and its arguments.
     items: str = ""
     arguments: tuple[tuple[str, Any], ...] = ()
+    # Where it is: the call and the ref's path (None for a no-hit).
+    invocation_id: int | None = None
+    raw_path: str | None = None
 
 
 def cited_refs(gate: GatekeeperResult, invocations: Iterable[ToolInvocation],
@@ -157,17 +167,17 @@ def cited_refs(gate: GatekeeperResult, invocations: Iterable[ToolInvocation],
             (r.text for r in details.evidence_refs if r.raw_path == cb.raw_path), "")
         declaration = toolbox.get(inv.tool_name)
         cited.setdefault(cb.claim_id, []).append(CitedRef(
-            tool_name=inv.tool_name, text=text, context=cb.context or text, state=_item_state(inv, cb.raw_path),
+            tool_name=inv.tool_name, text=text, context=cb.context or text, state=item_state(inv, cb.raw_path),
             no_hit=cb.raw_path is None, backfilled=cb.backfilled,
             searched=call_text(inv),
             indirect=declaration is None or declaration.evidence == "indirect",
             unread=tuple(details.unread) if cb.raw_path is None else (),
             items=declaration.items if declaration is not None else "",
-            arguments=tuple((inv.input or {}).items())))
+            arguments=tuple((inv.input or {}).items()), invocation_id=inv.id, raw_path=cb.raw_path))
     return cited
 
 
-def _item_state(invocation: ToolInvocation, raw_path: str | None) -> str | None:
+def item_state(invocation: ToolInvocation, raw_path: str | None) -> str | None:
     """The `state` field of the output item a ref was extracted from, if it has one."""
     found = LOCATOR.match(raw_path or "")
     items = invocation.output.get(found.group(1)) if found and isinstance(invocation.output, dict) else None

@@ -42,7 +42,6 @@ from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from program.evidence.citations import Menu
 from program.evidence.parsing import DECISIONS
-from tools.recorder import citation_label
 from contracts import (
     NARROW_MAX_CLAIMS,
     NARROW_MIN_CLAIMS,
@@ -218,7 +217,7 @@ def citation_patch(menu: Menu, *, narrow: bool = False, pointing: bool = False) 
                        "evidence_excerpt": {"type": "string", "maxLength": longest}},
         "required": ["tool_name", "source_invocation_id", "raw_path", "evidence_excerpt"],
         "additionalProperties": False,
-    } for c in menu.citations.values() if c.label == citation_label(c.invocation_id, c.raw_path)]
+    } for c in menu.citations.values() if c.label in menu.refs]
 
     decided = menu.refs
 

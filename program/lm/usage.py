@@ -13,7 +13,8 @@ from contextvars import ContextVar
 import dspy
 from dspy.utils.callback import BaseCallback
 
-from contracts import Finding, StageUsage
+from contracts import Finding
+from contracts.record import StageUsage
 
 _current_stage: ContextVar[StageUsage | None] = ContextVar("diagnosis_stage", default=None)
 _current_notes: ContextVar[list[Finding] | None] = ContextVar("diagnosis_notes", default=None)

@@ -12,7 +12,8 @@ from program.evidence.checks import HOSTILE, CitationCheck, Checked, Review, che
 from program.stages.executor import Cite
 from program.stages.run import Run
 from program.stages.second_look import second_look, unclaimed_look
-from contracts import ExecutorAttempt, Finding, RetryContext
+from contracts import Finding, RetryContext
+from contracts.record import ExecutorAttempt
 from tools.recorder import citation_label
 
 
@@ -21,14 +22,14 @@ def cite_and_check(run: Run, cite: Cite, attempts: int) -> Checked:
     with run.stage(cite.usage_key):
         cited = cite(question=run.question, plan=run.plan, invocations=run.recorder.invocations,
                      narrow=run.scope.narrow, language=run.language, constrain=run.constrain, attempts=attempts,
-                     review=lambda attempt, context: review(run, attempt, context))
+                     review=lambda attempt, context: review(run, attempt, context), screen=run.screen)
     for number, (attempt, context, reviewed) in enumerate(cited.attempts, start=1):
         used = number - 1 == cited.chosen
         run.record.executor_attempts.append(ExecutorAttempt(
             attempt=number, drafts=attempt.drafts, executor_output=attempt.output, parse_status=attempt.parse_status,
             gatekeeper_result=reviewed.checked.gate, retry_context=context, used=used,
             repeated=bool(attempt.get("repeated")), blocked=[f for found in reviewed.checked.blockers.values() for f in found],
-            ref_decisions=attempt.get("decisions") or {}))
+            ref_decisions=attempt.get("decisions") or {}, set_aside=attempt.get("screened") or []))
         if used:
             # Each attempt's drafts and decisions are in the record; the used one's bindings set aside are said.
             run.record.notes.extend(attempt.get("set_aside") or [])
@@ -58,7 +59,7 @@ def review(run: Run, attempt: dspy.Prediction, context: RetryContext | None) -> 
         session_id=run.session_id, question=run.question, output=attempt.output, parse_status=attempt.parse_status,
         target=run.target, refused=tuple(attempt.refused), excluded_terms=run.scope.excluded_terms,
         names=run.catalog.names, topics=tuple(run.catalog.topic_groups()), retry_context=context,
-        text_cap=attempt.get("text_cap")))
+        text_cap=attempt.get("text_cap"), screen=run.screen))
     made = {inv.id for inv in run.recorder.invocations}
     possible, unclaimed, withheld = [], None, ()
     if checked.claims:

@@ -8,11 +8,10 @@ import dspy
 from program.evidence.answer import deterministic_answer, fact_line, scan_answer
 from program.evidence.checks import Checked
 from program.lm.adapter import length_patch
-from program.stages.run import Run, ask
+from program.stages.run import Run, ask, searches
 from contracts import Claim, ComposerOutput
 from signatures.demos import for_language
 from signatures.diagnosis import ComposeAnswer
-from tools.recorder import call_text
 
 
 def composer_not_asked(verdict: str, verified: list[Claim], narrow: bool) -> str | None:
@@ -41,8 +40,7 @@ class Compose(dspy.Predict):
         fallback = deterministic_answer(verdict, verified, checked.gate.failed_rules, cited=run.cited,
                                         excluded_terms=run.scope.excluded_terms, language=run.language,
                                         possible_matches=run.possible_matches,
-                                        failed_calls=[call_text(inv) for inv in run.failed_calls()],
-                                        unread=run.unread_searches(), found=run.found_refs())
+                                        **searches(run))
         if reason := composer_not_asked(verdict, verified, run.scope.narrow):
             return ComposerOutput(status="deterministic", user_facing_answer=fallback, reasons=[reason])
         pred = ask(run, self.usage_key, self, demos=for_language(self.demos, run.language), language=run.language,

@@ -34,10 +34,12 @@ from program.evidence.checks import Review, retry_text
 from program.evidence.citations import Menu
 from program.evidence.language import question_language
 from program.evidence.parsing import DECISIONS, salvage_executor_output
+from program.evidence.screen import Screen
 from program.lm.adapter import TEXT_MAX_CHARS, citation_patch, narrowing
 from program.lm.engine import narrows
 from program.stages.stage_errors import stage_error
-from contracts import ExecutorOutput, Finding, Language, ParseStatus, PlannerOutput, RetryContext, ToolInvocation
+from contracts import (
+    ExecutorOutput, Finding, Language, ParseStatus, PlannerOutput, RetryContext, SetAside, ToolInvocation)
 from signatures.demos import executor_demos, for_language, retry_demos
 from signatures.diagnosis import CiteEvidence, narrow_citation, retry_citation
 from tools.recorder import canonical_label, render_observations
@@ -49,9 +51,9 @@ class Cite(dspy.Module):
     """Claims bound to this session's citations. Returns a Prediction with `output` (the expanded
     ExecutorOutput), `parse_status`, `drafts` (the claims as the LM wrote them), `decisions` (what
     it decided of each ref, by label), `set_aside` (the bindings of refs it decided do not answer,
-    which code took out of its claims), `refused` (labels that name no citation), `error` (the LM
-    stage's failure, or None) and `text_cap` (the longest claim text the narrowed schema allowed;
-    None when it was not narrowed)."""
+    which code took out of its claims), `screened` (what code set aside before asking it), `refused`
+    (labels that name no citation), `error` (the LM stage's failure, or None) and `text_cap` (the
+    longest claim text the narrowed schema allowed; None when it was not narrowed)."""
 
     # The stage's name in the record: its usage key and the stem of its rules (a recorded name).
     usage_key = "executor"
@@ -66,43 +68,54 @@ class Cite(dspy.Module):
     def forward(self, question: str, plan: PlannerOutput, invocations: list[ToolInvocation], narrow: bool,
                 retry_context: str = "none", language: Language | None = None, constrain: bool | None = None,
                 review: Callable[[dspy.Prediction, RetryContext | None], Review] | None = None,
-                attempts: int = 2) -> dspy.Prediction:
+                attempts: int = 2, screen: Screen | None = None) -> dspy.Prediction:
         """language: the answer's, which the claims are written in and the demos shown are in; None: the
         question's own. constrain: narrow the response schema to this session's labels; None: for the
         LMs that take it (narrows). review: the checks of one attempt, given the retry context it was asked with; with it,
         at most `attempts` attempts, and the prediction also carries `attempts` (each attempt's
-        prediction with its retry context and review) and `chosen` (the index of the one used)."""
+        prediction with its retry context and review) and `chosen` (the index of the one used). screen:
+        what code sets aside of the calls before the LM is asked (program.evidence.screen), on every
+        attempt's calls; None: every ref is offered."""
         language = language or question_language(question)
-        first = self.attempt(question, plan, invocations, narrow, retry_context, constrain, language=language)
+        first = self.attempt(question, plan, invocations, narrow, retry_context, constrain, language=language,
+                             screen=screen)
         if review is None:
             return first
         tried = [(first, None, review(first, None))]
         while len(tried) < attempts and (context := tried[-1][2].retry) is not None:
             previous, _, reviewed = tried[-1]
-            told = retry_text(context, previous.output.claims, reviewed.found)
+            menu = _menu(reviewed.invocations, reviewed.withheld, screen)
+            told = retry_text(context, previous.output.claims, reviewed.found, offered={
+                label: menu.citations[label].excerpt for label in menu.hits if label in menu.refs})
             again = self.attempt(question, plan, reviewed.invocations, narrow, told, constrain, retry=True,
-                                 withheld=reviewed.withheld, language=language)
+                                 withheld=reviewed.withheld, language=language, screen=screen)
             # Under greedy decoding a small model may write the refused claims again unchanged: that is
             # no revision, and it never wins a tie against the attempt it repeats.
             again.repeated = _same_claims(again.drafts, previous.drafts)
             tried.append((again, context, review(again, context)))
         # Otherwise the later attempt wins a tie: it was told why.
         chosen = max(range(len(tried)), key=lambda n: (tried[n][2].score, -1 if tried[n][0].get("repeated") else n))
-        return dspy.Prediction(**tried[chosen][0].toDict(), attempts=tried, chosen=chosen)
+        return dspy.Prediction(**dict(tried[chosen][0].items()), attempts=tried, chosen=chosen)
 
     def attempt(self, question: str, plan: PlannerOutput, invocations: list[ToolInvocation], narrow: bool,
                 retry_context: str, constrain: bool | None, retry: bool = False,
-                withheld: tuple[str, ...] = (), *, language: Language) -> dspy.Prediction:
-        """One call of the predictor on this session's menu, less the `withheld` labels, shown the demos
-        in the answer's `language`. retry: the attempt after a refusal, asked with the retry's
-        instructions and its worked examples."""
-        menu = Menu(invocations, withheld)
-        if not menu.citations:
+                withheld: tuple[str, ...] = (), *, language: Language, screen: Screen | None = None) -> dspy.Prediction:
+        """One call of the predictor on this session's menu, less the `withheld` labels and what the
+        `screen` sets aside, shown the demos in the answer's `language`. retry: the attempt after a
+        refusal, asked with the retry's instructions and its worked examples."""
+        menu = _menu(invocations, withheld, screen)
+        screening = menu.screening
+        if not menu.offered:
             # Nothing can be cited, so asking the LM would only invite invention.
-            rule, what = (("executor.nothing_to_cite", "every tool call failed") if invocations
+            why = [f"{aside.label}: {aside.reason}" for aside in screening.set_aside]
+            why += [f"{label}: a second look contradicted it" for label in withheld if label in menu.citations]
+            rule, what = (("executor.all_set_aside", f"code set aside every ref the tool calls found ({'; '.join(why[:3])}"
+                           f"{'; …' if len(why) > 3 else ''})") if menu.citations else
+                          ("executor.nothing_to_cite", "every tool call failed") if invocations
                           else ("executor.no_evidence_gathered", "no tool call was made"))
             return self._result(ExecutorOutput(), ParseStatus(status="valid", detail=f"{what}; executor not called"),
-                                error=Finding(rule=rule, message=f"{what}, so the executor had nothing to cite"))
+                                error=Finding(rule=rule, message=f"{what}, so the executor had nothing to cite"),
+                                screened=screening.set_aside)
         signature = retry_citation(self.predict.signature) if retry else self.predict.signature
         signature = narrow_citation(signature) if narrow else signature
         if constrain is None:
@@ -114,14 +127,15 @@ class Cite(dspy.Module):
             demos = for_language([*self.predict.demos, *self.retry_demos] if retry else self.predict.demos, language)
             pred = self.predict(signature=signature, config=config, demos=demos, language=language,
                                 question=question, plan=plan, retry_context=retry_context,
-                                observations=render_observations(invocations))
+                                observations=render_observations(invocations, screening.hidden()))
         except dspy.AdapterParseError as exc:
             parts, parse = salvage_executor_output(exc.lm_response, tuple(signature.output_fields))
             return self._result(parts, parse, menu, error=stage_error(self.usage_key, exc), text_cap=cap,
                                 language=language)
         except Exception as exc:  # an LM error or timeout: nothing was cited
             return self._result(ExecutorOutput(), ParseStatus(status="invalid", detail=(
-                f"executor LM call failed: {type(exc).__name__}")), error=stage_error(self.usage_key, exc))
+                f"executor LM call failed: {type(exc).__name__}")), error=stage_error(self.usage_key, exc),
+                                screened=screening.set_aside)
         parts = {name: list(getattr(pred, name, None) or []) for name in ("claims", *LISTS)}
         parts[DECISIONS] = {j.ref: j.decision for j in getattr(pred, DECISIONS, None) or []}
         return self._result(parts, ParseStatus(status="valid", detail="parsed executor evidence contract"), menu,
@@ -130,10 +144,10 @@ class Cite(dspy.Module):
     @staticmethod
     def _result(parts: dict | ExecutorOutput, parse: ParseStatus, menu: Menu | None = None,
                 error: Finding | None = None, text_cap: int | None = None,
-                language: Language | None = None) -> dspy.Prediction:
+                language: Language | None = None, screened: list[SetAside] = ()) -> dspy.Prediction:
         if isinstance(parts, ExecutorOutput):
             return dspy.Prediction(output=parts, parse_status=parse, drafts=[], refused=[], error=error, text_cap=None,
-                                   decisions={}, set_aside=[])
+                                   decisions={}, set_aside=[], screened=list(screened))
         drafts = parts.get("claims", [])
         # Only the refs it judged an answer; a decision on a label not on the menu decides nothing.
         offered = set(menu.refs)
@@ -142,7 +156,13 @@ class Cite(dspy.Module):
         claims, refused = menu.expand(answering, language)
         output = ExecutorOutput(claims=claims, **{name: parts.get(name, []) for name in LISTS})
         return dspy.Prediction(output=output, parse_status=parse, drafts=drafts, refused=refused, error=error,
-                               text_cap=text_cap, decisions=decisions, set_aside=set_aside)
+                               text_cap=text_cap, decisions=decisions, set_aside=set_aside,
+                               screened=menu.screening.set_aside)
+
+
+def _menu(invocations: list[ToolInvocation], withheld: tuple[str, ...], screen: Screen | None) -> Menu:
+    """What an attempt may cite: the session's citations less the `withheld` labels and what `screen` sets aside."""
+    return Menu(invocations, withheld, screen(invocations) if screen is not None else None)
 
 
 def _same_claims(drafts: list, before: list) -> bool:

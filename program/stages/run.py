@@ -21,27 +21,18 @@ from program.evidence.answer import deterministic_answer
 from program.evidence.language import say
 from program.evidence.relevance import question_target, unknown_names
 from program.evidence.scope import read_scope, with_proposed_exclusions
+from program.evidence.screen import Screen
 from program.evidence.verdict import CitedRef
 from program.lm.adapter import narrowing
 from program.stages.stage_errors import stage_error
 from program.lm.usage import counted
 from program.store.audit import INTERNAL_ERROR, TRACEBACK
 from program.store.processes import this_process
-from contracts import (
-    ComposerOutput,
-    DiagnosisResult,
-    DiagnosisSession,
-    Finding,
-    Language,
-    PlanDraft,
-    PlannerOutput,
-    SelfEvaluation,
-    StageUsage,
-    ToolInvocation,
-)
+from contracts import ComposerOutput, Finding, Language, PlanDraft, PlannerOutput, ToolInvocation
+from contracts.record import DiagnosisResult, DiagnosisSession, SelfEvaluation, StageUsage
 from tools.catalog import active_catalog
 from tools.declaration import Toolbox
-from tools.recorder import InvocationStore, ToolInvocationRecorder, call_text
+from tools.recorder import InvocationStore, ToolInvocationRecorder, call_text, citation_label
 
 
 class RunStore(InvocationStore, Protocol):
@@ -124,6 +115,11 @@ class Run:
                                   excluded_topics=list(self.scope.excluded_topics))
 
     @property
+    def screen(self) -> Screen:
+        """What code sets aside of this run's calls before the executor is asked."""
+        return Screen.of(self.question, self.target, self.scope, self.catalog.services)
+
+    @property
     def asked_names(self) -> dict[str, tuple[str, ...]]:
         """The question's service-like names no source knows, by the catalog field they would be in."""
         return {"services": unknown_names(self.question, self.catalog)}
@@ -142,22 +138,6 @@ class Run:
 
     def failed_calls(self) -> list[ToolInvocation]:
         return [inv for inv in self.recorder.invocations if inv.retrieval_details.evidence_status == "failed"]
-
-    def found_refs(self) -> list[str]:
-        """What the lookups of current fact found, for an answer that verified nothing: the refs the
-        claims cite, then the other refs of those lookups, the ones naming a target service first."""
-        cited = [ref.text for refs in self.cited.values() for ref in refs if not ref.no_hit and not ref.indirect]
-        services = getattr(getattr(self, "target", None), "services", ())
-        direct = [ref.text for inv in self.recorder.invocations
-                  if (declaration := self.toolbox.get(inv.tool_name)) is not None and declaration.evidence == "direct"
-                  for ref in inv.retrieval_details.evidence_refs]
-        direct.sort(key=lambda text: not any(service in text for service in services))
-        return list(dict.fromkeys(cited + direct))
-
-    def unread_searches(self) -> list[tuple[str, tuple[str, ...]]]:
-        """Searches that found nothing without reading every line in their scope, with what went unread."""
-        return [(call_text(inv), tuple(inv.retrieval_details.unread)) for inv in self.recorder.invocations
-                if inv.retrieval_details.evidence_status == "no_evidence" and inv.retrieval_details.unread]
 
     def _close(self, status: str, verdict: str, composer: ComposerOutput, evaluation=None) -> DiagnosisSession:
         record = self.record
@@ -199,14 +179,40 @@ class Run:
             answer = say(self.language, "not_run", message=finding.message)
         else:
             answer = deterministic_answer("LOW_CONFID", [], [finding.rule], language=self.language,
-                                          failed_calls=[call_text(inv) for inv in self.failed_calls()],
-                                          unread=self.unread_searches(), found=self.found_refs())
+                                          **searches(self))
         composer = ComposerOutput(status="fallback", user_facing_answer=answer, reasons=[finding.message])
         self._close("failed", "LOW_CONFID", composer)
         return self._prediction(DiagnosisResult(
             session_id=self.session_id, verdict="LOW_CONFID", answer=answer, language=self.language,
             gatekeeper_result=gate,
             composer_status=composer.status, usage=self.usage, errors=self.errors))
+
+
+def searches(run: Run) -> dict:
+    """What the lookups did, as an answer that verified nothing reports it (deterministic_answer's
+    `failed_calls`, `unread` and `found`)."""
+    return {"failed_calls": [call_text(inv) for inv in run.failed_calls()], "unread": unread_searches(run),
+            "found": found_refs(run)}
+
+
+def found_refs(run: Run) -> list[str]:
+    """What the lookups of current fact found, for an answer that verified nothing: the refs the
+    claims cite, then the other refs of those lookups, the ones naming a target service first,
+    less those code set aside (another service's, what the user excluded)."""
+    cited = [ref.text for refs in run.cited.values() for ref in refs if not ref.no_hit and not ref.indirect]
+    services = getattr(getattr(run, "target", None), "services", ())
+    aside = run.screen(run.recorder.invocations).refs if hasattr(run, "target") else {}
+    direct = [ref.text for inv in run.recorder.invocations
+              if (declaration := run.toolbox.get(inv.tool_name)) is not None and declaration.evidence == "direct"
+              for ref in inv.retrieval_details.evidence_refs if citation_label(inv.id, ref.raw_path) not in aside]
+    direct.sort(key=lambda text: not any(service in text for service in services))
+    return list(dict.fromkeys(cited + direct))
+
+
+def unread_searches(run: Run) -> list[tuple[str, tuple[str, ...]]]:
+    """Searches that found nothing without reading every line in their scope, with what went unread."""
+    return [(call_text(inv), tuple(inv.retrieval_details.unread)) for inv in run.recorder.invocations
+            if inv.retrieval_details.evidence_status == "no_evidence" and inv.retrieval_details.unread]
 
 
 def ask(run: Run, key: str, predict: dspy.Predict, **inputs) -> dspy.Prediction | None:

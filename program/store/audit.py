@@ -37,7 +37,8 @@ import threading
 from sqlalchemy import func, select, update
 from sqlalchemy.orm import Session
 
-from contracts import DiagnosisSession, Finding
+from contracts import Finding
+from contracts.record import DiagnosisSession
 from program.store.errors import AuditStoreError, SessionIdRefused, UnreadableRecord
 from program.store.processes import process_dead, this_process
 from program.store.records import Records

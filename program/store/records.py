@@ -11,7 +11,8 @@ from pydantic import ValidationError
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from contracts import DiagnosisSession, ToolInvocation
+from contracts import ToolInvocation
+from contracts.record import DiagnosisSession
 from program.store.database import Database
 from program.store.errors import UnreadableRecord
 from program.store.storable import unstorable_note, written

@@ -18,7 +18,8 @@ from pathlib import Path
 
 from sqlalchemy.engine import URL
 
-from contracts import DiagnosisSession, Finding
+from contracts import Finding
+from contracts.record import DiagnosisSession
 
 # A run whose record could not be written (a full disk, a read-only file) ends failed with this
 # error once the store can write again.

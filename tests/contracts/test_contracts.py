@@ -14,12 +14,12 @@ from contracts import (
     MAX_ITEMS,
     RAW_PATH_IN_TEXT,
     Claim,
-    DiagnosisResult,
     EvidenceBinding,
     ExecutorOutput,
     ToolInvocation,
     raw_path,
 )
+from contracts.record import DiagnosisResult
 
 
 def binding(**fields) -> dict:

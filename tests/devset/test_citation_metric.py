@@ -4,17 +4,21 @@ import pytest
 
 from devset import devset_world, load_devset
 from devset.gold import find_ref, gold_executor_output
-from devset.recorded import WEIGHTS, record, score_output
+from devset.recorded import WEIGHTS, Recording, record, score_output
 from program.lm.adapter import TEXT_MAX_CHARS
 from contracts import ExecutorOutput
 from tools.functions import TOOLBOX
 
 
+WANTED = {"state_pair_checkout_en", "near_miss_checkout_zh", "some_lines_checkout_en", "negative_checkout_en"}
+
+
 @pytest.fixture(scope="module")
 def evidence():
-    wanted = {"state_pair_checkout_en", "near_miss_checkout_zh", "some_lines_checkout_en", "negative_checkout_en"}
+    """Every ref offered, so that an output may cite what a diagnosis's screen would set aside: each
+    part of the metric is measured alone."""
     with devset_world():
-        yield record([c for c in load_devset() if c["case_id"] in wanted], TOOLBOX)
+        yield record([c for c in load_devset() if c["case_id"] in WANTED], TOOLBOX, Recording(screened_refs=False))
 
 
 def gold(recorded) -> dict:
@@ -44,6 +48,19 @@ def test_citing_the_earlier_resolved_alert_costs_the_refs_part(evidence):
     scored = score(recorded, output)
     assert lost(scored) == {"refs"}
     assert any("does not answer the question" in f for f in scored.feedback)
+
+
+def test_where_code_set_the_earlier_alert_aside_citing_it_blocks_the_claim():
+    with devset_world():
+        (recorded,) = record([c for c in load_devset() if c["case_id"] == "state_pair_checkout_en"], TOOLBOX).values()
+    invocation = next(inv for inv in recorded.invocations if inv.tool_name == "query_metrics")
+    resolved = next(r for r in invocation.retrieval_details.evidence_refs if "HighErrorRate resolved" in r.text)
+    assert "HighErrorRate resolved" not in recorded.observations
+    output = gold(recorded)
+    output["claims"][0]["evidence_bindings"].append({"tool_name": "query_metrics", "source_invocation_id": invocation.id,
+                                                     "raw_path": resolved.raw_path, "evidence_excerpt": resolved.text})
+    scored = score(recorded, output)
+    assert "verdict.set_aside" in scored.blocked_rules and {"refs", "verdict"} <= lost(scored)
 
 
 def test_a_claim_that_says_no_while_the_evidence_says_yes_costs_polarity(evidence):

@@ -8,7 +8,7 @@ from devset.gold import refs_in
 from program.entry import cli
 from program.entry.api import diagnose
 from program.store.audit import AuditStore
-from contracts import DiagnosisResult
+from contracts.record import DiagnosisResult
 from tests.support.good_lm import good_lm
 from tests.support.prometheus_server import firing_in_fixture, running_prometheus
 from tools import query_metrics

@@ -12,7 +12,7 @@ import pytest
 
 from program.entry import cli
 from program.store.audit import AuditStore
-from contracts import DiagnosisResult
+from contracts.record import DiagnosisResult
 from tests.program.test_prometheus_end_to_end import PLAN, QUESTION, cite_the_alert
 from tests.support.good_lm import good_lm
 from tests.support.servers import Loopback, answer, drip

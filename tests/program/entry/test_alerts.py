@@ -27,7 +27,7 @@ from program.evidence.injection import instruction_in
 from program.evidence.scope import read_scope
 from tests.support.prometheus_server import free_port
 from tests.support.servers import Loopback, answer, drip
-from contracts import DiagnosisSession
+from contracts.record import DiagnosisSession
 from tools.catalog import active_catalog
 from tools.sources.errors import SourceError
 

@@ -7,7 +7,7 @@ import pytest
 
 from program.entry import cli, display
 from program.store.audit import AuditStore
-from contracts import DiagnosisResult, DiagnosisSession
+from contracts.record import DiagnosisResult, DiagnosisSession
 from tests.support.good_lm import good_lm
 
 

@@ -14,7 +14,7 @@ from fastapi.testclient import TestClient
 from program.entry import cli
 from program.entry.alerts import WebhookAlert, queued_session
 from program.entry.server import ServeSettings, create_app
-from contracts import DiagnosisResult
+from contracts.record import DiagnosisResult
 from tests.support.alert_lm import alert_lm, answer
 from tests.support.scripted import scripted_lm
 from tests.support.webhooks import firing, webhook

@@ -495,7 +495,7 @@ def test_an_ask_that_failed_on_a_full_disk_and_exited_is_failed_with_its_reason_
 
 
 def test_a_server_marks_its_unwritten_run_failed_at_its_next_save(tmp_path):
-    from contracts import DiagnosisSession
+    from contracts.record import DiagnosisSession
     from program.store.errors import AuditStoreError
     from program.store.processes import this_process
 

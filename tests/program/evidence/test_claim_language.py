@@ -7,9 +7,9 @@ import pytest
 
 from devset import devset_world, load_devset
 from devset.gold import find_ref
-from devset.recorded import record, score_output
-from program.evidence.checks import CitationCheck, check_citations
-from contracts import ExecutorOutput, ParseStatus
+from devset.recorded import checked_output, record, score_output
+from contracts import ExecutorOutput
+from tools.recorder import render_observations
 from tools.functions import TOOLBOX
 
 # (case, needles the claim cites, claim type, English text, Chinese text): each pair says the same thing.
@@ -78,17 +78,15 @@ def bound(recorded, needles: list[str], claim_type: str, text: str) -> ExecutorO
 
 
 def _find(recorded, needle, tool):
+    # Among every ref, those code sets aside included: a claim may still cite one, and is refused.
     try:
-        return find_ref(recorded.observations, needle, tool)
+        return find_ref(render_observations(recorded.invocations), needle, tool)
     except LookupError:
         return None
 
 
 def decided(recorded, output: ExecutorOutput) -> tuple:
-    checked = check_citations(recorded.store, recorded.toolbox, CitationCheck(
-        session_id=recorded.session_id, question=recorded.case["question"], output=output,
-        parse_status=ParseStatus(status="valid", detail="test"), target=recorded.target,
-        excluded_terms=recorded.scope.excluded_terms, names=recorded.names, topics=tuple(recorded.topics)))
+    checked = checked_output(recorded, output)
     blockers = sorted(f.rule for findings in checked.blockers.values() for f in findings)
     scored = score_output(recorded, output)
     return checked.gate.status, checked.gate.severity, blockers, [c.claim_id for c in checked.verifiable], \

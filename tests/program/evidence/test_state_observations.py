@@ -116,3 +116,32 @@ def test_a_unit_before_a_chinese_word_is_a_unit():
     assert ungrounded_numbers("order-service 的连接池在 30 秒内未获取到连接，请求超时。", [POOL]) == []
     assert ungrounded_numbers("order-service 的连接池在 20 秒内未获取到连接", [POOL]) == ["20 秒"]
     assert [q.unit for q in quantities("15 minutes, 5 mins, 3MB")] == ["minutes", "mins", "MB"]
+
+
+HEALTHY_POOL = "[11:20][INFO][checkout-service] HikariCP pool stats: active=6/30, idle=24, waiting=0"
+
+
+@pytest.mark.parametrize("text", [
+    "checkout-service 的连接池没有耗尽：active=6/30, waiting=0。",
+    "checkout-service 的 HikariCP 连接池未耗尽，active=6/30, waiting=0",
+    "checkout-service's connection pool is not exhausted: active=6/30, waiting=0.",
+])
+def test_a_denied_state_that_a_found_line_shows_is_an_observation_not_an_absence(text):
+    """The healthy pool line answers "is the pool exhausted?" with "no": what the line shows, which the
+    verifier judges against it; no absence of anything is claimed."""
+    target = Target(services=("checkout-service",), topics=(("hikaricp", "连接池", "connection pool"),))
+    found = claim_blockers([claim(text, HEALTHY_POOL)], {"c1": [CitedRef(
+        tool_name="query_logs", text=HEALTHY_POOL, context=HEALTHY_POOL, state=None, no_hit=False, searched="query_logs()",
+        backfilled=False, indirect=False)]}, target, names=("checkout-service",))
+    assert "verdict.absence_on_hit" not in {f.rule for f in found.get("c1", [])}
+
+
+@pytest.mark.parametrize("text", [
+    "checkout-service 没有连接池耗尽的日志",
+    "checkout-service 没有 5xx 错误",
+    "checkout-service 日志中没有任何连接池错误",
+    "checkout-service has no 5xx errors",
+    "No pool exhaustion was found in checkout-service logs",
+])
+def test_a_denied_existence_resting_on_a_found_line_is_still_an_absence(text):
+    assert outside_state_denials(ABSENCE, text, ("checkout-service",))

@@ -1,6 +1,7 @@
 """End-to-end runs with a scripted LM that misbehaves: the pipeline must fail closed."""
 
 import json
+import re
 
 import litellm
 import pytest
@@ -49,10 +50,14 @@ def test_forbidden_topic_in_claims_and_answer_is_kept_out_of_the_answer(cases, s
 
     def overreach(observations, attempt, user):
         output = gold_executor_output(case, observations)
-        ref = find_ref(observations, "Order 123 payment callback failed")
+        # Code set the excluded line aside, so the executor is not shown it; a free LM quotes it anyway.
+        assert "Order 123 payment callback failed" not in observations
+        call = int(re.search(r"#(\d+) query_logs\(query='order 123'", observations).group(1))
+        ref = next(r for r in store.get_invocations([call])[call].retrieval_details.evidence_refs
+                   if "Order 123 payment callback failed" in r.text)
         output["claims"].append({"claim_id": "claim-2", "claim_type": "root_cause",
                                  "claim_text": "Order 123 payment callback failures are overloading payment-service.",
-                                 "evidence_bindings": [{"tool_name": "query_logs", "source_invocation_id": ref.invocation_id,
+                                 "evidence_bindings": [{"tool_name": "query_logs", "source_invocation_id": call,
                                                         "raw_path": ref.raw_path, "evidence_excerpt": ref.text}]})
         return output
 
@@ -66,7 +71,8 @@ def test_forbidden_topic_in_claims_and_answer_is_kept_out_of_the_answer(cases, s
     statuses = {c.claim.claim_id: c.verification_status for c in result.claims}
     assert statuses == {"claim-1": "verified", "claim-2": "downgraded"}
     overrides = store.get_session(result.session_id).self_evaluation.verifier_evaluation.code_overrides
-    assert {(o.claim_id, o.rule) for o in overrides} >= {("claim-2", "verdict.excluded_topic")}
+    assert {(o.claim_id, o.rule) for o in overrides} >= {("claim-2", "verdict.excluded_topic"),
+                                                          ("claim-2", "verdict.set_aside")}
     assert result.verdict == "PASS"
     assert mentions(result.answer, [t.casefold() for t in case["forbidden_terms"]]) == []
     assert "92%" in result.answer

@@ -422,3 +422,23 @@ def test_only_a_retry_s_schema_forbids_claim_text():
         schema = citation_patch(menu, narrow=True, pointing=pointing)(
             {"properties": {"claims": {"type": "array"}}, "$defs": {"ClaimDraft": {}}})
         assert [b["properties"]["claim_text"] for b in schema["$defs"]["ClaimDraft"]["anyOf"]] == [allowed]
+
+
+def test_a_retry_is_told_where_the_numbers_it_wrote_are(cases, store):
+    """The numbers of the pool stats written on the timeout line beside them: refused, and the retry
+    is told which line holds them, and points at it."""
+    told, labels = [], {}
+
+    def executor(observations, attempt, user):
+        told.append(field_value(user, "retry_context"))
+        labels.update(timeout=point(observations, "Connection is not available"), stats=point(observations, "pool stats"))
+        if attempt == 1:
+            return claim("observation", "order-service 的 HikariCP 连接池已耗尽：active=50/50, waiting=32。",
+                         labels["timeout"])
+        return claim("observation", "", labels["stats"])
+
+    question = "确认 order-service 是否存在 HikariCP 连接池耗尽。"
+    result = diagnose(question, lm=order_logs_lm(cases, question, "HikariCP", executor), db=store)
+    assert told[0] == "none" and "verdict.ungrounded_number" in told[1]
+    assert f"- HikariCP, active=50/50, waiting=32, which it wrote, are in {labels['stats']}" in told[1].splitlines()
+    assert result.verdict == "PASS" and "active=50/50" in result.answer

@@ -22,16 +22,8 @@ from program.store.audit import AuditStore
 from program.store.errors import AuditStoreError
 from program.store.processes import this_process
 from program.stages.pipeline import Diagnosis
-from contracts import (
-    DiagnosisSession,
-    EvidenceRef,
-    Finding,
-    GatekeeperResult,
-    RetrievalDetails,
-    SelfEvaluation,
-    ToolInvocation,
-    VerifierEvaluation,
-)
+from contracts import EvidenceRef, Finding, GatekeeperResult, RetrievalDetails, ToolInvocation
+from contracts.record import DiagnosisSession, SelfEvaluation, VerifierEvaluation
 from tests.support.good_lm import good_lm
 from tools.functions import TOOLBOX
 from tools.recorder import ToolInvocationRecorder

@@ -16,7 +16,8 @@ from program.entry.api import diagnose
 from program.store.audit import AuditStore
 from program.store.errors import SessionIdRefused
 from program.store.processes import this_process
-from contracts import DiagnosisSession, Finding
+from contracts import Finding
+from contracts.record import DiagnosisSession
 from tests.support.alert_lm import alert_lm
 
 QUESTION = '只确认 "order-service" 是否存在 "HighMemoryUsage" 告警'
