@@ -193,7 +193,7 @@ def deterministic_answer(verdict: Verdict, verified: list[Claim], failed_rules: 
                          language: Language = "zh", possible_matches: list[str] | tuple[str, ...] = (),
                          failed_calls: list[str] | tuple[str, ...] = (),
                          unread: list[tuple[str, tuple[str, ...]]] | tuple = (),
-                         found: list[str] | tuple[str, ...] = ()) -> str:
+                         found: list[str] | tuple[str, ...] = (), set_aside: int = 0) -> str:
     """The answer code can always give. A verified claim is shown with the whole clauses it cites
     (`cited`: claim id -> what its passing bindings point at). A verified negative observation is
     stated as what its searches verified ("db-01 has no HostOutOfMemory alert (the lookup found
@@ -201,7 +201,8 @@ def deterministic_answer(verdict: Verdict, verified: list[Claim], failed_rules: 
     message, which lists the catalog (and so may name what the user excluded): a no-hit supports only
     "nothing matched". When nothing was verified, `found` are the refs the lookups returned (the ones
     the claims cited first), shown as found and not verified; "nothing was found" is said only when
-    there are none. `failed_calls` are the lookups that failed, `unread` the searches that found
+    there are none and code set none aside (`set_aside`: how many refs it kept from the executor as
+    not about what was asked). `failed_calls` are the lookups that failed, `unread` the searches that found
     nothing without reading every line in their scope, each with what went unread. Written in `language`."""
     cited = cited or {}
     lines = [verdict_text(language, verdict)]
@@ -212,7 +213,7 @@ def deterministic_answer(verdict: Verdict, verified: list[Claim], failed_rules: 
     # "Nothing could be verified" is said only when nothing was: a finding hidden because it names
     # an excluded topic was still verified, and saying otherwise would contradict the verdict.
     if not verified:
-        lines += _unverified_lines(found, possible_matches, failed_rules, excluded_terms, language)
+        lines += _unverified_lines(found, possible_matches, failed_rules, excluded_terms, language, set_aside)
     shown = [line for line in possible_matches if not mentions(line, excluded_terms)][:MAX_POSSIBLE_MATCHES]
     if shown:
         lines.append(say(language, "possible_matches"))
@@ -251,7 +252,7 @@ def _negative_line(ref: CitedRef, language: Language) -> str:
 
 
 def _unverified_lines(found, possible_matches, failed_rules: list[str], excluded_terms: tuple[str, ...],
-                      language: Language) -> list[str]:
+                      language: Language, set_aside: int = 0) -> list[str]:
     """What an answer that verified nothing says of the evidence: what the lookups found, not verified,
     or that they found nothing; and which rules failed."""
     shown = [line for line in dict.fromkeys(found) if line not in possible_matches
@@ -260,7 +261,7 @@ def _unverified_lines(found, possible_matches, failed_rules: list[str], excluded
         lines = [say(language, "found_unverified"), *(f"- {line}" for line in shown)]
     else:
         # The question itself is not repeated: it may name topics the user excluded.
-        lines = [say(language, "found_none_shown" if found or possible_matches else "nothing")]
+        lines = [say(language, "found_none_shown" if found or possible_matches or set_aside else "nothing")]
     if failed_rules:
         lines.append(say(language, "reason", rules=", ".join(failed_rules)))
     return lines

@@ -105,9 +105,12 @@ class Scope:
     excluded_terms: tuple[str, ...] = field(default=())
 
 
-def expand_terms(topics: list[str] | tuple[str, ...], catalog: Catalog) -> tuple[str, ...]:
-    """Spellings of each topic: itself, its search-synonym group, bilingual aliases, order ids."""
+def expand_terms(topics: list[str] | tuple[str, ...], catalog: Catalog, question: str = "") -> tuple[str, ...]:
+    """Spellings of each topic: itself, its search-synonym group, bilingual aliases, order ids. A
+    group the question asks about outside its exclusion clauses spells no excluded topic: "不要分析
+    数据库" of a question about the 连接池 leaves 数据库连接池's group asked, though one term holds the other."""
     synonyms = catalog.synonyms
+    asked = question_names(question, catalog).own if question else ""
     terms: list[str] = []
     for topic in topics:
         folded = fold(topic).strip()
@@ -115,7 +118,8 @@ def expand_terms(topics: list[str] | tuple[str, ...], catalog: Catalog) -> tuple
             continue
         terms.append(folded)
         for group in synonyms.values():
-            if any(term in folded or folded in term for term in group if len(term) >= 3):
+            if any(term in folded or folded in term for term in group if len(term) >= 3) and not (
+                    asked and folded not in group and mentions(asked, list(group))):
                 terms.extend(group)
         for key, aliases in ALIASES.items():
             if key in folded:
@@ -135,7 +139,7 @@ def read_scope(question: str, catalog: Catalog) -> Scope:
     for match in exclusion_clauses(nfkc(question)):
         topics.extend(_unquoted(t.strip()) for t in SPLIT.split(match.group("topics")) if t.strip())
     topics = list(dict.fromkeys(topics))
-    return Scope(narrow=narrow, excluded_topics=tuple(topics), excluded_terms=expand_terms(topics, catalog))
+    return Scope(narrow=narrow, excluded_topics=tuple(topics), excluded_terms=expand_terms(topics, catalog, question))
 
 
 def _unquoted(topic: str) -> str:
@@ -214,4 +218,5 @@ def with_proposed_exclusions(scope: Scope, proposed: list[str], question: str, c
         groups = [g for g in groups if not mentions(term, list(g))]
     if len(topics) == len(scope.excluded_topics):
         return scope, refused
-    return Scope(narrow=scope.narrow, excluded_topics=tuple(topics), excluded_terms=expand_terms(topics, catalog)), refused
+    return Scope(narrow=scope.narrow, excluded_topics=tuple(topics),
+                 excluded_terms=expand_terms(topics, catalog, question)), refused

@@ -33,14 +33,17 @@ from program.evidence.matching import clauses
 from program.evidence.relevance import Target
 from program.evidence.scope import Scope, mentions, without_exclusions
 from program.evidence.statements import CLEARED_STATES, RAISED_STATES
-from program.evidence.verdict import item_state
+from program.evidence.verdict import item_state, output_item
 from contracts import EvidenceRef, RefDecision, SetAside, ToolInvocation
 from tools.recorder import citation_label
 from tools.text.folding import nfkc
 
 # An HTTP endpoint as requests name it: a path of two or more segments that stands alone (not the
-# rest of a URL's host, a file's directory or a word).
-ENDPOINT = re.compile(r"(?<![\w.~%:/-])/[\w.~%-]+(?:/[\w.~%{}:-]+)+")
+# rest of a URL's host, a file's directory or a word). ASCII only: Chinese written straight after a
+# path ("/api/v1/orders接口") is no part of it.
+ENDPOINT = re.compile(r"(?<![A-Za-z0-9_.~%:/-])/[A-Za-z0-9_.~%-]+(?:/[A-Za-z0-9_.~%{}<>:-]+)+")
+# A path segment that stands for any value: /orders/{id}, /orders/:id, /orders/<id>.
+TEMPLATE = re.compile(r"\{[^/]*\}|:[A-Za-z_]\w*|<[^/]*>")
 # How the observations say why refs were set aside, by decision.
 SET_ASIDE_AS = {"other_service": "of another service", "other_topic": "of another alert or endpoint",
                 "excluded": "on what the user excluded", "earlier_state": "of an alert's earlier state"}
@@ -53,13 +56,21 @@ def endpoints(text: str) -> set[str]:
 
 
 def _under(named: str, asked: set[str]) -> bool:
-    return any(named == path or named.startswith(path + "/") for path in asked)
+    """Whether `named` is one of the asked paths or below one, a template segment matching any value,
+    in any case."""
+    segments = named.casefold().split("/")
+    for path in asked:
+        wanted = path.casefold().split("/")
+        if len(segments) >= len(wanted) and all(
+                TEMPLATE.fullmatch(w) or w == n for w, n in zip(wanted, segments, strict=False)):
+            return True
+    return False
 
 
 def _tree(path: str) -> str:
     """The first segment of a path: endpoints of one API share it (/api), and a file's path (/var)
     is no other endpoint of theirs."""
-    return path.split("/")[1]
+    return path.split("/")[1].casefold()
 
 
 @dataclass(frozen=True)
@@ -107,8 +118,8 @@ class Screen:
         """The screen of a question whose sources know `services`. Only a service the sources know is
         compared with a ref's service: a name no source knows (orders-db) is no ref's service, and the
         lines that speak of it belong to others."""
-        known = {name.casefold() for name in services}
-        return cls(target=replace(target, services=tuple(s for s in target.services if s.casefold() in known)),
+        known = {_name(name) for name in services}
+        return cls(target=replace(target, services=tuple(s for s in target.services if _name(s) in known)),
                    excluded_terms=scope.excluded_terms, narrow=scope.narrow, question=question)
 
     def __call__(self, invocations: Iterable[ToolInvocation]) -> Screening:
@@ -143,14 +154,15 @@ class Screen:
     def _decide(self, ref: EvidenceRef, searched: str | None, asked: set[str]) -> tuple[RefDecision, str] | None:
         """Why a whole ref is of another service or topic than the question asks, or None when code
         cannot tell."""
-        services = {s.casefold() for s in self.target.services}
-        if (services and ref.service and ref.service.casefold() not in services
-                and not (searched and searched.strip().casefold() in services)):
+        services = {_name(s) for s in self.target.services}
+        if (services and ref.service and _name(ref.service) not in services
+                and not (searched and _name(searched) in services)):
             return "other_service", f"its service is {ref.service}, not {' or '.join(self.target.services)}"
         if not self.narrow:
             return None
-        alerts = {a.casefold() for a in self.target.alerts}
-        if alerts and ref.name and ref.name.casefold() not in alerts:
+        # An alert the question names as a topic (OOM: PodOOMKilled) is asked about too.
+        alerts = {_name(a) for a in self.target.alerts} | {_name(t) for group in self.target.topics for t in group}
+        if self.target.alerts and ref.name and _name(ref.name) not in alerts:
             return "other_topic", f"it is {ref.name}, not {' or '.join(self.target.alerts)}, which the question asks about"
         named = {path for path in endpoints(ref.text) if _tree(path) in {_tree(a) for a in asked}}
         if asked and named and not any(_under(path, asked) for path in endpoints(ref.text)):
@@ -175,9 +187,26 @@ def _earlier_states(invocations: Iterable[ToolInvocation], screening: Screening
     shown = [(inv, ref, item_state(inv, ref.raw_path)) for inv in invocations
              for ref in inv.retrieval_details.evidence_refs
              if ref.name and ref.service and citation_label(inv.id, ref.raw_path) not in screening.refs]
-    firing: dict[tuple[str, str], str] = {}
+    firing = [(inv, ref) for inv, ref, state in shown if state in RAISED_STATES]
+    earlier = []
     for inv, ref, state in shown:
-        if state in RAISED_STATES:
-            firing.setdefault((ref.name.casefold(), ref.service.casefold()), citation_label(inv.id, ref.raw_path))
-    return [(inv, ref, now) for inv, ref, state in shown if state in CLEARED_STATES
-            and (now := firing.get((ref.name.casefold(), ref.service.casefold())))]
+        # The firing one is its current state only when it was read as late or later, and is the same
+        # alert: where both have labels (an instance, a pod), the same labels.
+        now = next((citation_label(f_inv.id, f_ref.raw_path) for f_inv, f_ref in firing
+                    if f_inv.id >= inv.id and _same_alert(inv, ref, f_inv, f_ref)), None)
+        if state in CLEARED_STATES and now is not None:
+            earlier.append((inv, ref, now))
+    return earlier
+
+
+def _same_alert(inv: ToolInvocation, ref: EvidenceRef, other_inv: ToolInvocation, other: EvidenceRef) -> bool:
+    if (_name(ref.name), _name(ref.service)) != (_name(other.name), _name(other.service)):
+        return False
+    labels = (output_item(inv, ref.raw_path) or {}).get("labels")
+    other_labels = (output_item(other_inv, other.raw_path) or {}).get("labels")
+    return not (isinstance(labels, dict) and isinstance(other_labels, dict)) or labels == other_labels
+
+
+def _name(name: str) -> str:
+    """A service or alert name as two spellings of it compare: NFKC, trimmed, in any case."""
+    return nfkc(name).strip().casefold()

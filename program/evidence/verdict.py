@@ -177,13 +177,18 @@ def cited_refs(gate: GatekeeperResult, invocations: Iterable[ToolInvocation],
     return cited
 
 
-def item_state(invocation: ToolInvocation, raw_path: str | None) -> str | None:
-    """The `state` field of the output item a ref was extracted from, if it has one."""
+def output_item(invocation: ToolInvocation, raw_path: str | None) -> dict | None:
+    """The output item a ref was extracted from, when it is an object."""
     found = LOCATOR.match(raw_path or "")
     items = invocation.output.get(found.group(1)) if found and isinstance(invocation.output, dict) else None
     item = items[int(found.group(2))] if isinstance(items, list) and int(found.group(2)) < len(items) else None
-    state = item.get("state") if isinstance(item, dict) else None
-    return str(state).casefold() if state is not None else None
+    return item if isinstance(item, dict) else None
+
+
+def item_state(invocation: ToolInvocation, raw_path: str | None) -> str | None:
+    """The `state` field of the output item a ref was extracted from, if it has one."""
+    state = (output_item(invocation, raw_path) or {}).get("state")
+    return str(state).strip().casefold() if state is not None else None
 
 
 def code_sees_support(claim: Claim, contexts: list[str], names: tuple[str, ...] = ()) -> bool:

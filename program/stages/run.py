@@ -190,18 +190,19 @@ class Run:
 
 def searches(run: Run) -> dict:
     """What the lookups did, as an answer that verified nothing reports it (deterministic_answer's
-    `failed_calls`, `unread` and `found`)."""
+    `failed_calls`, `unread`, `found` and `set_aside`)."""
+    # A run that failed before it read its sources has no target, and nothing was set aside.
+    aside = run.screen(run.recorder.invocations).refs if hasattr(run, "target") else {}
     return {"failed_calls": [call_text(inv) for inv in run.failed_calls()], "unread": unread_searches(run),
-            "found": found_refs(run)}
+            "found": found_refs(run, aside), "set_aside": len(aside)}
 
 
-def found_refs(run: Run) -> list[str]:
+def found_refs(run: Run, aside: dict[str, object]) -> list[str]:
     """What the lookups of current fact found, for an answer that verified nothing: the refs the
     claims cite, then the other refs of those lookups, the ones naming a target service first,
-    less those code set aside (another service's, what the user excluded)."""
+    less those code set aside (`aside`, by label: another service's, what the user excluded)."""
     cited = [ref.text for refs in run.cited.values() for ref in refs if not ref.no_hit and not ref.indirect]
     services = getattr(getattr(run, "target", None), "services", ())
-    aside = run.screen(run.recorder.invocations).refs if hasattr(run, "target") else {}
     direct = [ref.text for inv in run.recorder.invocations
               if (declaration := run.toolbox.get(inv.tool_name)) is not None and declaration.evidence == "direct"
               for ref in inv.retrieval_details.evidence_refs if citation_label(inv.id, ref.raw_path) not in aside]

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from program.evidence.answer import deterministic_answer, ungrounded_clauses
+from program.evidence.language import say
 from program.evidence.verdict import CitedRef
 from contracts import Claim
 from tools.catalog import active_catalog
@@ -71,3 +72,11 @@ def test_every_clause_of_a_composed_answer_must_be_grounded_in_a_verified_claim(
              for i, v in enumerate(case["verified"])}
     ungrounded = ungrounded_clauses(case["answer"], claims, cited, catalog.names, catalog.topic_groups())
     assert (not ungrounded) == case["grounded"], ungrounded
+
+
+def test_an_answer_whose_every_ref_code_set_aside_does_not_say_nothing_was_found():
+    for language in ("zh", "en"):
+        aside = deterministic_answer("LOW_CONFID", [], ["executor.all_set_aside"], language=language, set_aside=2)
+        nothing = deterministic_answer("LOW_CONFID", [], ["executor.all_set_aside"], language=language)
+        assert say(language, "found_none_shown") in aside and say(language, "nothing") not in aside
+        assert say(language, "nothing") in nothing

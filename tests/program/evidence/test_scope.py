@@ -15,6 +15,16 @@ def test_exclusions_are_read_and_expanded_to_their_spellings():
         assert spelling in scope.excluded_terms
 
 
+def test_an_exclusion_spells_no_topic_the_question_asks_about():
+    """"数据库" is inside "数据库连接池": excluding the database does not exclude the pool that was
+    asked about, and still excludes the database's slow queries."""
+    asked = read_scope("只确认 order-service 连接池是否耗尽，不要分析数据库", CATALOG)
+    assert not {"hikaricp", "连接池", "数据库连接池"} & set(asked.excluded_terms)
+    assert {"slow query", "慢查询"} <= set(asked.excluded_terms)
+    not_asked = read_scope("只确认 order-service 是否存在 HighMemoryUsage 告警，不要分析数据库", CATALOG)
+    assert {"hikaricp", "连接池", "slow query"} <= set(not_asked.excluded_terms)
+
+
 @pytest.mark.parametrize(("question", "narrow"), [
     ("只确认 order-service 是否存在 HighMemoryUsage 告警", True),
     ("Only confirm whether payment-service has a HighCPUUsage alert", True),

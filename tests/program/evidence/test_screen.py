@@ -178,3 +178,66 @@ def test_an_alert_that_is_over_beside_one_that_fires_is_an_earlier_state(store):
     # checkout-service's resolved alert has no firing one beside it: it is what that alert is now.
     assert {label: (a.decision, a.reason) for label, a in found.refs.items()} == {"#1 $.alerts[0]": (
         "earlier_state", "it is resolved, and HighMemoryUsage on order-service fires in #1 $.alerts[1]")}
+
+
+def test_an_alert_read_as_firing_before_it_was_read_as_resolved_is_not_an_earlier_state(store):
+    """The later lookup says what the alert is now; a firing one read before it is what it was."""
+    resolved = {**ALERT, "state": "resolved", "current": "70%"}
+    assert screen()(in_turn(store, "s1", alerts(ALERT), alerts(resolved))).refs == {}
+    assert list(screen()(in_turn(store, "s2", alerts(resolved), alerts(ALERT))).refs) == ["#3 $.alerts[0]"]
+
+
+def in_turn(store, session, *outputs):
+    """A session whose calls of one tool answer with these outputs, one per call."""
+    answers = [output for _, output in outputs]
+    recorder = ToolInvocationRecorder(store, session, TOOLBOX.with_tools(
+        TOOLBOX.get(outputs[0][0]).answered_by(lambda **_: answers.pop(0))))
+    for _ in outputs:
+        recorder.call(outputs[0][0])
+    return recorder.invocations
+
+
+def test_two_instances_of_one_alert_are_two_alerts(store):
+    """Where the items carry their labels (Prometheus), pod-2's resolved alert is no earlier state of
+    pod-1's firing one."""
+    pod = {**ALERT, "labels": {"alertname": "HighMemoryUsage", "service": "order-service", "pod": "order-1"}}
+    other_pod = {**pod, "state": "resolved", "labels": {**pod["labels"], "pod": "order-2"}}
+    same_pod = {**pod, "state": "resolved"}
+    found = screen()(planted(store, alerts(pod, other_pod, same_pod)))
+    assert list(found.refs) == ["#1 $.alerts[2]"]
+
+
+def test_service_names_compare_as_their_spellings_do(store):
+    fullwidth = {**ALERT, "service": "ｏrder-service "}
+    assert screen()(planted(store, alerts(fullwidth))).refs == {}
+
+
+def test_an_alert_the_question_names_as_a_topic_is_asked_about(store):
+    """"…HighMemoryUsage 告警，以及是否发生 OOM": PodOOMKilled is the OOM asked about, not another alert."""
+    oom = {**ALERT, "name": "PodOOMKilled", "description": "container java killed"}
+    target = Target(services=("order-service",), topics=(("oom", "oomkilled", "podoomkilled"),),
+                    alerts=("HighMemoryUsage",))
+    found = Screen(target=target, narrow=True)(planted(store, alerts(ALERT, oom, {**ALERT, "name": "HighCPUUsage"})))
+    assert list(found.refs) == ["#1 $.alerts[2]"]
+
+
+@pytest.mark.parametrize("question", [
+    "只确认 /api/v1/orders接口的慢请求",
+    "只确认 /api/v1/orders/{id} 的慢请求",
+    "Only check slow requests on /api/v1/orders/:id.",
+    "Only check slow requests on /API/v1/Orders.",
+])
+def test_the_asked_endpoint_is_read_whatever_follows_it_or_stands_for_its_ids(store, question):
+    invocations = planted(store, logs("Slow request: GET /api/v1/orders/42 took 3100ms",
+                                      "Slow request: GET /api/v1/users/7 took 2000ms"))
+    found = screen(services=("checkout-service",), question=question)(invocations)
+    assert list(found.refs) == ["#1 $.logs[1]"]
+
+
+def test_citing_the_clean_clause_of_a_partly_excluded_ref_passes_and_its_excluded_clause_does_not(store):
+    invocations = planted(store, alerts(ALERT))
+    screening = screen(excluded=("full gc",))(invocations)
+    ref = invocations[0].retrieval_details.evidence_refs[0]
+    assert screening.refused(invocations[0].id, ref.raw_path, "HighMemoryUsage firing, service=order-service") is None
+    refused = screening.refused(invocations[0].id, ref.raw_path, "JVM heap 3.8GB/4GB; Full GC 15 times in 15m")
+    assert refused is not None and refused.decision == "excluded"

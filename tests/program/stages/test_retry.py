@@ -8,12 +8,12 @@ import pytest
 from devset.gold import refs_in
 from program.entry.api import diagnose
 from program.entry.page import render_session
-from program.evidence.checks import REVISABLE
+from program.evidence.checks import REVISABLE, _where_written_is
 from program.evidence.citations import Menu
 from program.lm.adapter import TEXT_MAX_CHARS, citation_patch
 from program.evidence.relevance import Target, off_topic
 from program.evidence.statements import state_conflicts
-from contracts import ClaimDraft
+from contracts import Claim, ClaimDraft, EvidenceBinding
 from signatures.demos import REVISIONS, STATE_CONFLICT, STILL_FIRING, UNNAMED, for_language, retry_demos
 from signatures.diagnosis import RETRY_INSTRUCTIONS
 from tests.support.good_lm import good_lm
@@ -442,3 +442,14 @@ def test_a_retry_is_told_where_the_numbers_it_wrote_are(cases, store):
     assert told[0] == "none" and "verdict.ungrounded_number" in told[1]
     assert f"- HikariCP, active=50/50, waiting=32, which it wrote, are in {labels['stats']}" in told[1].splitlines()
     assert result.verdict == "PASS" and "active=50/50" in result.answer
+
+
+def test_a_number_of_its_own_is_located_beside_a_name_that_holds_its_digits():
+    """5 beside active=50/50 is a number the claim wrote, not part of the name: the retry is told
+    where it is."""
+    excerpt = "HikariCP pool stats: active=50/50"
+    claim = Claim(claim_id="c1", claim_type="observation", claim_text="连接池 active=50/50，5 个线程在等待",
+                  evidence_bindings=[EvidenceBinding(tool_name="query_logs", source_invocation_id=1,
+                                                     raw_path="$.logs[0]", evidence_excerpt=excerpt)])
+    offered = {"#1 $.logs[0]": excerpt, "#1 $.logs[1]": "HikariPool-1 - threads waiting=5"}
+    assert _where_written_is(claim, offered) == [("#1 $.logs[1]", ["5"])]
