@@ -231,10 +231,10 @@ def _where_written_is(claim: Claim, offered: dict[str, str], most: int = 3) -> l
         return [*ungrounded_numbers(claim.claim_text, texts), *ungrounded_names(claim.claim_text, texts, ())]
 
     missing = lacking(cited)
-    # A number written inside a name (32 in waiting=32) is said once, with the name; 5 beside
-    # active=50/50 is a number of its own.
+    # A number written inside a name (32 in waiting=32, 1 in /api/v1) is said once, with the name;
+    # 5 beside active=50/50 is a number of its own.
     missing = [w for w in dict.fromkeys(missing) if not any(
-        w != other and re.search(r"[^\W\d_]", other) and re.search(rf"(?<![\w.]){re.escape(w)}(?![\w.])", other)
+        w != other and re.search(r"[^\W\d_]", other) and re.search(rf"(?<![\d.]){re.escape(w)}(?!\.?\d)", other)
         for other in missing)]
     holding = {label: [w for w in missing if w not in set(lacking([text]))] for label, text in offered.items()}
     ranked = sorted((label for label, held in holding.items() if held), key=lambda label: -len(holding[label]))
