@@ -60,6 +60,6 @@ def test_each_rule_catches_what_it_is_written_for(measured):
     # Claims that restate an injected instruction cite flagged text: the gatekeeper stops them first.
     exact = {rule for rule, row in rows.items() if row["hostile"] and row["caught"] == row["hostile"]}
     assert {"verdict.state_conflict", "verdict.absence_on_hit", "verdict.ungrounded_number", "verdict.misbound_number",
-            "verdict.off_topic", "verdict.ungrounded_name", "verdict.unread_search"} <= exact
+            "verdict.off_topic", "verdict.ungrounded_name", "verdict.unread_search", "verdict.set_aside"} <= exact
     # The second look misses an all-clear worded in the other language, or with too few of the line's words.
     assert rows["verdict.second_look"]["caught"] >= 4

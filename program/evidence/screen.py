@@ -10,11 +10,12 @@ code reads it:
   another service may name the asked one in its description);
 - excluded: the ref speaks of what the user said not to analyse, in the terms the claim check reads
   (`Scope.excluded_terms`); where only some of its clauses do, only those are set aside;
-- other_topic, for a narrow question: the question names alerts and the ref is another alert, or the
-  question names endpoints and the ref names only others of the same tree (/api/v1/orders beside
-  /api/v1/users; a file's path, /var/log/app.log, is not another endpoint);
+- other_topic, for a narrow question: the question names alerts and the ref is another alert, and no
+  topic it names either, or the question names endpoints and the ref names only others of the same
+  tree (/api/v1/orders beside /api/v1/users; a file's path, /var/log/app.log, is not another endpoint);
 - earlier_state: an alert that is over (its `state` field: resolved, inactive) beside one of the same
-  name and service that fires or is pending: what that alert is now is the other one.
+  name and service that fires or is pending, read as late or later and with the same labels where
+  both carry them: what that alert is now is the other one.
 A ref set aside whole is left out of the executor's observations (a line per call says how many and
 why), of its decisions and of its menu; a clause set aside is off the menu. Each is recorded with its
 reason, and a claim that cites one anyway (an LM that quotes instead of pointing) is blocked

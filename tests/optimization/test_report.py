@@ -173,6 +173,9 @@ def test_scores_are_shown_raw_and_normalised_in_the_summary_and_per_case(tmp_pat
     # Train, held-out, the held-out first attempts (a payload from before the second chance has none),
     # then both normalised.
     assert "| uncompiled | uncompiled | 0.612 | 0.588 | - | 0.569 | 0.542 | not measured |" in summary
+    payload["rows"][0]["held_out_first_attempt"] = 0.5
+    _, md = report(tmp_path, payload)
+    assert "| uncompiled | uncompiled | 0.612 | 0.588 | 0.500 | 0.569 | 0.542 | not measured |" in md
     cases = md.split("## Per case", 1)[1]
     assert "| held-out | 0.550 | 0.500 | PASS |" in cases and "| held-out | 0.800 | 0.750 | LOW_CONFID |" in cases
     assert "Evidence: each case's refs in an order of its own, with the named-alert lookups" in md
