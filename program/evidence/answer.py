@@ -261,7 +261,8 @@ def _unverified_lines(found, possible_matches, failed_rules: list[str], excluded
         lines = [say(language, "found_unverified"), *(f"- {line}" for line in shown)]
     else:
         # The question itself is not repeated: it may name topics the user excluded.
-        lines = [say(language, "found_none_shown" if found or possible_matches or set_aside else "nothing")]
+        lines = [say(language, "found_none_shown" if found or possible_matches else
+                     "found_set_aside" if set_aside else "nothing")]
     if failed_rules:
         lines.append(say(language, "reason", rules=", ".join(failed_rules)))
     return lines

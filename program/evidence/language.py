@@ -31,6 +31,8 @@ TEXT: dict[Language, dict[str, str]] = {
         "nothing": "未检索到可以核实的真实证据，无法确认所问的情况。",
         "found_unverified": "查询找到了证据，但没有一条结论通过核实，所以无法确认所问的情况。找到的证据如下（未核实）：",
         "found_none_shown": "查询找到了证据，但没有一条结论通过核实，所以无法确认所问的情况。",
+        "found_set_aside": "查询找到的证据都不是关于所问内容的（其他服务、告警或接口，告警的早先状态，或用户排除的内容），"
+                           "已由代码搁置，所以无法确认所问的情况。",
         "reason": "原因：证据引用核对未通过（{rules}）。",
         "failed_calls": "以下查询失败，不能作为任何证据：",
         "possible_matches": "但以下日志可能正是所问的内容（未核实，所以不能断定“未找到”）：",
@@ -56,6 +58,9 @@ TEXT: dict[Language, dict[str, str]] = {
                             "cannot be confirmed. What they found (not verified):",
         "found_none_shown": "The lookups found evidence, but no conclusion drawn from it was verified, so what was asked "
                             "cannot be confirmed.",
+        "found_set_aside": "Everything the lookups found was about something other than what was asked (another "
+                           "service, alert or endpoint, an alert's earlier state, or what was excluded), and code set "
+                           "it aside, so what was asked cannot be confirmed.",
         "reason": "Reason: the citations failed the check ({rules}).",
         "failed_calls": "These lookups failed and are evidence of nothing:",
         "possible_matches": "These log lines may be what was asked about (not verified, so \"nothing found\" cannot be stated):",

@@ -107,10 +107,14 @@ class Scope:
 
 def expand_terms(topics: list[str] | tuple[str, ...], catalog: Catalog, question: str = "") -> tuple[str, ...]:
     """Spellings of each topic: itself, its search-synonym group, bilingual aliases, order ids. A
-    group the question asks about outside its exclusion clauses spells no excluded topic: "不要分析
-    数据库" of a question about the 连接池 leaves 数据库连接池's group asked, though one term holds the other."""
+    group the question asks about, in its words less the excluded topics, is no spelling of a topic
+    that only one of its longer terms holds: "不要分析数据库" of a question about the 连接池 leaves
+    数据库连接池's group asked. Its terms the topic itself holds stay excluded ("the full gc": full gc;
+    "heap" of a question about HighMemoryUsage excludes heap, not memory)."""
     synonyms = catalog.synonyms
-    asked = question_names(question, catalog).own if question else ""
+    asked = fold(question_names(question, catalog).own) if question else ""
+    for excluded in filter(None, (fold(topic).strip() for topic in topics)):
+        asked = asked.replace(excluded, " ")
     terms: list[str] = []
     for topic in topics:
         folded = fold(topic).strip()
@@ -118,9 +122,10 @@ def expand_terms(topics: list[str] | tuple[str, ...], catalog: Catalog, question
             continue
         terms.append(folded)
         for group in synonyms.values():
-            if any(term in folded or folded in term for term in group if len(term) >= 3) and not (
-                    asked and folded not in group and mentions(asked, list(group))):
-                terms.extend(group)
+            if not any(term in folded or folded in term for term in group if len(term) >= 3):
+                continue
+            asked_group = bool(asked) and bool(mentions(asked, list(group)))
+            terms.extend(term for term in group if not asked_group or term in folded)
         for key, aliases in ALIASES.items():
             if key in folded:
                 terms.extend(aliases)

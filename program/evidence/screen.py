@@ -14,8 +14,8 @@ code reads it:
   topic it names either, or the question names endpoints and the ref names only others of the same
   tree (/api/v1/orders beside /api/v1/users; a file's path, /var/log/app.log, is not another endpoint);
 - earlier_state: an alert that is over (its `state` field: resolved, inactive) beside one of the same
-  name and service that fires or is pending, read as late or later and with the same labels where
-  both carry them: what that alert is now is the other one.
+  name and service that fires or is pending, with the same labels where both carry them: what that
+  alert is now is the other one.
 A ref set aside whole is left out of the executor's observations (a line per call says how many and
 why), of its decisions and of its menu; a clause set aside is off the menu. Each is recorded with its
 reason, and a claim that cites one anyway (an LM that quotes instead of pointing) is blocked
@@ -57,13 +57,13 @@ def endpoints(text: str) -> set[str]:
 
 
 def _under(named: str, asked: set[str]) -> bool:
-    """Whether `named` is one of the asked paths or below one, a template segment matching any value,
-    in any case."""
+    """Whether `named` is one of the asked paths or below one, in any case, a template segment on
+    either side (/orders/{id} asked, or a route label uri=/orders/{id} in a line) matching any value."""
     segments = named.casefold().split("/")
     for path in asked:
         wanted = path.casefold().split("/")
-        if len(segments) >= len(wanted) and all(
-                TEMPLATE.fullmatch(w) or w == n for w, n in zip(wanted, segments, strict=False)):
+        if len(segments) >= len(wanted) and all(w == n or TEMPLATE.fullmatch(w) or TEMPLATE.fullmatch(n)
+                                                for w, n in zip(wanted, segments, strict=False)):
             return True
     return False
 
@@ -191,10 +191,10 @@ def _earlier_states(invocations: Iterable[ToolInvocation], screening: Screening
     firing = [(inv, ref) for inv, ref, state in shown if state in RAISED_STATES]
     earlier = []
     for inv, ref, state in shown:
-        # The firing one is its current state only when it was read as late or later, and is the same
-        # alert: where both have labels (an instance, a pod), the same labels.
+        # Whichever lookup read it: a later one may filter by state and so show only the resolved
+        # episode. The same alert: where both items carry labels (an instance, a pod), the same labels.
         now = next((citation_label(f_inv.id, f_ref.raw_path) for f_inv, f_ref in firing
-                    if f_inv.id >= inv.id and _same_alert(inv, ref, f_inv, f_ref)), None)
+                    if _same_alert(inv, ref, f_inv, f_ref)), None)
         if state in CLEARED_STATES and now is not None:
             earlier.append((inv, ref, now))
     return earlier

@@ -78,5 +78,5 @@ def test_an_answer_whose_every_ref_code_set_aside_does_not_say_nothing_was_found
     for language in ("zh", "en"):
         aside = deterministic_answer("LOW_CONFID", [], ["executor.all_set_aside"], language=language, set_aside=2)
         nothing = deterministic_answer("LOW_CONFID", [], ["executor.all_set_aside"], language=language)
-        assert say(language, "found_none_shown") in aside and say(language, "nothing") not in aside
+        assert say(language, "found_set_aside") in aside and say(language, "nothing") not in aside
         assert say(language, "nothing") in nothing

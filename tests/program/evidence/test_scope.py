@@ -23,6 +23,21 @@ def test_an_exclusion_spells_no_topic_the_question_asks_about():
     assert {"slow query", "慢查询"} <= set(asked.excluded_terms)
     not_asked = read_scope("只确认 order-service 是否存在 HighMemoryUsage 告警，不要分析数据库", CATALOG)
     assert {"hikaricp", "连接池", "slow query"} <= set(not_asked.excluded_terms)
+    # A synonym of the asked topic, excluded by name, is excluded; the asked topic is not.
+    heap = read_scope("只确认 order-service 是否存在 HighMemoryUsage 告警，不要分析 heap", CATALOG)
+    assert heap.excluded_terms == ("heap",)
+
+
+@pytest.mark.parametrize(("question", "proposed", "spelling"), [
+    ("Only check whether order-service has a HighMemoryUsage alert; skip the Full GC.", (), "full gc"),
+    ("Only check slow requests of order-service; leave the database connection pool out of it",
+     ["database connection pool"], "hikaricp"),
+])
+def test_an_excluded_topic_keeps_the_spellings_it_holds_or_asks_nothing_else_with(question, proposed, spelling):
+    """Written longer than its synonym, or proposed by the planner (its words are still among the
+    question's), an excluded topic is still spelled by its group."""
+    scope, refused = with_proposed_exclusions(read_scope(question, CATALOG), list(proposed), question, CATALOG)
+    assert not refused and spelling in scope.excluded_terms
 
 
 @pytest.mark.parametrize(("question", "narrow"), [

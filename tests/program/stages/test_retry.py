@@ -445,11 +445,19 @@ def test_a_retry_is_told_where_the_numbers_it_wrote_are(cases, store):
 
 
 def test_a_number_of_its_own_is_located_beside_a_name_that_holds_its_digits():
-    """5 beside active=50/50 is a number the claim wrote, not part of the name: the retry is told
-    where it is."""
-    excerpt = "HikariCP pool stats: active=50/50"
-    claim = Claim(claim_id="c1", claim_type="observation", claim_text="连接池 active=50/50，5 个线程在等待",
-                  evidence_bindings=[EvidenceBinding(tool_name="query_logs", source_invocation_id=1,
-                                                     raw_path="$.logs[0]", evidence_excerpt=excerpt)])
-    offered = {"#1 $.logs[0]": excerpt, "#1 $.logs[1]": "HikariPool-1 - threads waiting=5"}
-    assert _where_written_is(claim, offered) == [("#1 $.logs[1]", ["5"])]
+    """5 beside active=50/50 is a number the claim wrote, not part of the name, and the retry is told
+    where each is; the 1 of /api/v1 is said once, with the path."""
+    def written(text: str, cited: str, offered: dict[str, str]):
+        claim = Claim(claim_id="c1", claim_type="observation", claim_text=text, evidence_bindings=[EvidenceBinding(
+            tool_name="query_logs", source_invocation_id=1, raw_path="$.logs[0]", evidence_excerpt=cited)])
+        return _where_written_is(claim, offered)
+
+    timeout = "HikariPool-1 - Connection is not available, request timed out after 30000ms"
+    assert written("连接池已耗尽：active=50/50，5 个线程在等待", timeout, {
+        "#1 $.logs[0]": timeout, "#1 $.logs[1]": "HikariCP pool stats: active=50/50",
+        "#1 $.logs[2]": "HikariPool-1 - threads waiting=5"}) == [
+        ("#1 $.logs[1]", ["active=50/50"]), ("#1 $.logs[2]", ["5"])]
+    other = "Slow request: GET /api/v1/users/7 took 2000ms"
+    located = written("GET /api/v1/checkout/preview took 2950ms", other, {
+        "#1 $.logs[0]": other, "#1 $.logs[1]": "Slow request: GET /api/v1/checkout/preview took 2950ms"})
+    assert len(located) == 1 and "1" not in located[0][1] and "2950ms" in located[0][1]
