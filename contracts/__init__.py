@@ -263,10 +263,22 @@ class ParseStatus(Contract):
     detail: str
 
 
+class Relocated(Contract):
+    """Numbers and names a refused claim wrote that none of its citations holds, and an offered ref
+    that holds them: where the retry was told to look."""
+
+    claim_id: str
+    cited: list[CitationLabel]
+    written: list[str]
+    holding: CitationLabel
+
+
 class RetryContext(Contract):
     attempt: int
     failed_rules: list[str]
     errors: list[Finding]
+    # Where the facts of each refused claim are, as the retry was told (empty: nowhere it was offered).
+    relocated: list[Relocated] = Field(default_factory=list)
 
 
 class VerifierInput(Contract):

@@ -26,6 +26,7 @@ from contracts import (
     Finding,
     GatekeeperResult,
     ParseStatus,
+    Relocated,
     RetryContext,
     ToolInvocation,
     VerifierInput,
@@ -110,6 +111,8 @@ def check_citations(store, toolbox: Toolbox, check: CitationCheck) -> Checked:
                     rule=SET_ASIDE, claim_id=claim.claim_id, message=(
                         f"it cites {citation_label(ref.invocation_id, ref.raw_path)}, which code set aside as "
                         f"{aside.decision}: {aside.reason}")))
+        if moved := _cited_again(claim, check.retry_context):
+            blockers.setdefault(claim.claim_id, []).append(Finding(rule=CITED_AGAIN, claim_id=claim.claim_id, message=moved))
         if check.text_cap is not None and len(claim.claim_text) >= check.text_cap:
             # Grammar-constrained decoding ends the string at the cap, often mid-word: what is left is
             # not the statement the model was writing, so no part of it is verified.
@@ -120,7 +123,25 @@ def check_citations(store, toolbox: Toolbox, check: CitationCheck) -> Checked:
     return Checked(verifier_input=verifier_input, cited=cited, blockers=blockers)
 
 
+def _cited_again(claim: Claim, context: RetryContext | None) -> str | None:
+    """Why a claim of a retry cites again only refs a refused claim cited, none of those that code
+    said hold the facts that claim wrote, or None. What those refs say is not what the refused claim
+    answered: the 1.5B, told "850ms … is in #31 $.logs[4]", pointed at the memory line it had cited,
+    and code's quote of it read as an answer about GC pauses (bench-20261207T054349Z)."""
+    labels = set(_labels(claim))
+    for claim_id in dict.fromkeys(r.claim_id for r in context.relocated) if context is not None else ():
+        moves = [r for r in context.relocated if r.claim_id == claim_id]
+        holding = [r.holding for r in moves]
+        if labels and labels <= set(moves[0].cited) and not labels & set(holding):
+            written = ", ".join(dict.fromkeys(w for r in moves for w in r.written))
+            return (f"attempt {context.attempt} wrote {written} citing {', '.join(moves[0].cited)}, which lacks them; "
+                    f"they are in {', '.join(holding)}, and this claim cites {', '.join(sorted(labels))} again")
+    return None
+
+
 CUT_OFF = "verdict.cut_off"
+# A retry's claim that cites again only what a refused claim cited, though code said where its facts are.
+CITED_AGAIN = "verdict.cited_again"
 # A claim citing a ref (or clause) that code set aside before the executor was asked.
 SET_ASIDE = "verdict.set_aside"
 
@@ -134,7 +155,7 @@ REVISABLE = frozenset({
     "verdict.state_conflict", "verdict.absence_on_hit", "verdict.no_hit_positive", "verdict.ungrounded_number",
     "verdict.misbound_number", "verdict.off_topic", "verdict.ungrounded_name", "verdict.ungrounded_topic",
     "verdict.excluded_topic", "verdict.runbook_only", "verdict.backfill_only", "verdict.second_look", CUT_OFF,
-    SET_ASIDE})
+    SET_ASIDE, CITED_AGAIN})
 # The rules that refuse hostile text: a claim they refuse gets no second look either, which would
 # give it a new attempt.
 HOSTILE = frozenset({"verdict.bidi_control", "verdict.restated_instruction"})
@@ -182,12 +203,24 @@ def retry_context(checked: Checked, attempt: int, more: list[Finding] = ()) -> R
     return RetryContext(attempt=attempt, failed_rules=list(dict.fromkeys(f.rule for f in findings)), errors=findings)
 
 
-def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = (),
-               offered: dict[str, str] | None = None) -> str:
+def relocated(context: RetryContext, claims: list[Claim], offered: dict[str, str]) -> list[Relocated]:
+    """For each claim refused for a number or name its citations lack, the refs among those a new
+    attempt is `offered` (label -> text) that hold them."""
+    ungrounded = {f.claim_id for f in context.errors if f.rule in UNGROUNDED}
+    return [Relocated(claim_id=claim.claim_id, cited=_labels(claim), written=written, holding=label)
+            for claim in claims if claim.claim_id in ungrounded
+            for label, written in _where_written_is(claim, offered)]
+
+
+def _labels(claim: Claim) -> list[str]:
+    return list(dict.fromkeys(citation_label(b.source_invocation_id, b.raw_path)
+                              for b in claim.evidence_bindings if b.source_invocation_id is not None))
+
+
+def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = ()) -> str:
     """The retry context as the executor reads it: the attempt code refused (each refused claim named
     with what it cited, and what that shows), and why, in the checks' words; where the numbers and
-    names it wrote that what it cited lacks do occur, among the refs a new attempt is `offered`
-    (label -> text); and the refs that code's own new search found (`found`, their labels), which
+    names it wrote that what it cited lacks do occur (`context.relocated`); and the refs that code's own new search found (`found`, their labels), which
     may answer the question. A refused claim's text is never shown: a small model decoding greedily copies the
     text nearest its answer, and quoted, the refused claim was copied word for word in two of four
     retries of presumed states (bench-20261202T080257Z), as shown as an answer it was in five of
@@ -200,16 +233,13 @@ def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = ()
         if claim is None:
             lines.append("Refused: the output")
         else:
-            cited = ", ".join(dict.fromkeys(citation_label(b.source_invocation_id, b.raw_path)
-                                            for b in claim.evidence_bindings if b.source_invocation_id is not None))
-            lines.append(f"Refused {claim.claim_id}: the {claim.claim_type} citing {cited or 'nothing'}")
+            lines.append(f"Refused {claim.claim_id}: the {claim.claim_type} citing {', '.join(_labels(claim)) or 'nothing'}")
         lines += [f"- {finding.rule}: {finding.message}" for finding in findings]
         # The 1.5B writes the numbers of one line and points at its neighbour (bench-20261207T040208Z:
         # a pool's "active=50/50, waiting=32" citing the timeout line beside it, a GC pause citing the
         # memory line after it): where they are is what a new attempt can point at.
-        if claim is not None and offered and any(f.rule in UNGROUNDED for f in findings):
-            lines += [f"- {', '.join(written)}, which it wrote, {'is' if len(written) == 1 else 'are'} in {label}"
-                      for label, written in _where_written_is(claim, offered)]
+        lines += [f"- {', '.join(r.written)}, which it wrote, {'is' if len(r.written) == 1 else 'are'} in {r.holding}"
+                  for r in context.relocated if r.claim_id == claim_id]
         # What it cited, said last: a small model copies the nearest text, so that should be the evidence.
         lines += [f"- {label} shows: {text}" for label, text in _shown(claim)]
     if found:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 import dspy
 
-from program.evidence.checks import Review, retry_text
+from program.evidence.checks import Review, relocated, retry_text
 from program.evidence.citations import Menu
 from program.evidence.language import question_language
 from program.evidence.parsing import DECISIONS, salvage_executor_output
@@ -85,8 +85,9 @@ class Cite(dspy.Module):
         while len(tried) < attempts and (context := tried[-1][2].retry) is not None:
             previous, _, reviewed = tried[-1]
             menu = _menu(reviewed.invocations, reviewed.withheld, screen)
-            told = retry_text(context, previous.output.claims, reviewed.found, offered={
-                label: menu.citations[label].excerpt for label in menu.hits if label in menu.refs})
+            context = context.model_copy(update={"relocated": relocated(context, previous.output.claims, {
+                label: menu.citations[label].excerpt for label in menu.hits if label in menu.refs})})
+            told = retry_text(context, previous.output.claims, reviewed.found)
             again = self.attempt(question, plan, reviewed.invocations, narrow, told, constrain, retry=True,
                                  withheld=reviewed.withheld, language=language, screen=screen)
             # Under greedy decoding a small model may write the refused claims again unchanged: that is

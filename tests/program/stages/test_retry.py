@@ -8,7 +8,7 @@ import pytest
 from devset.gold import refs_in
 from program.entry.api import diagnose
 from program.entry.page import render_session
-from program.evidence.checks import REVISABLE, _where_written_is
+from program.evidence.checks import CITED_AGAIN, REVISABLE, _where_written_is
 from program.evidence.citations import Menu
 from program.lm.adapter import TEXT_MAX_CHARS, citation_patch
 from program.evidence.relevance import Target, off_topic
@@ -412,6 +412,28 @@ def test_a_retry_points_and_code_quotes_what_it_points_at(cases, store, monkeypa
     assert result.verdict == "PASS"
     html = render_session(record, store.list_invocations(result.session_id))
     assert html.count("wrote no text: the claim is code's quote of what it pointed at") == 1
+
+
+def test_a_retry_that_cites_again_what_lacked_the_facts_it_was_told_where_to_find_is_refused(cases, store):
+    """Told that the pool stats it wrote are on another line, the retry points at the timeout line it
+    cited before: code's quote of that line is not what the refused claim answered, and nothing is
+    verified; the record says where the facts were."""
+    labels = {}
+
+    def executor(observations, attempt, user):
+        labels.update(timeout=point(observations, "Connection is not available"), stats=point(observations, "pool stats"))
+        return claim("observation", "order-service 的 HikariCP 连接池已耗尽：active=50/50, waiting=32。"
+                     if attempt == 1 else "", labels["timeout"])
+
+    question = "确认 order-service 是否存在 HikariCP 连接池耗尽。"
+    result = diagnose(question, lm=order_logs_lm(cases, question, "HikariCP", executor), db=store)
+    assert result.verdict == "LOW_CONFID"
+    first, second = store.get_session(result.session_id).executor_attempts
+    (moved,) = second.retry_context.relocated
+    assert (moved.cited, moved.holding) == ([labels["timeout"]], labels["stats"])
+    assert [f.message for f in second.blocked if f.rule == CITED_AGAIN] == [
+        f"attempt 1 wrote HikariCP, active=50/50, waiting=32 citing {labels['timeout']}, which lacks them; they are "
+        f"in {labels['stats']}, and this claim cites {labels['timeout']} again"]
 
 
 def test_only_a_retry_s_schema_forbids_claim_text():
