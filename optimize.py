@@ -39,12 +39,13 @@ from devset.recorded import WEIGHTS, Recorded, Recording, output_of, record, rec
 from devset.rule import LookupRule  # noqa: E402
 from optimization.candidates import (  # noqa: E402
     DEFAULT, OPTIMIZERS, REFLECTING, RESCORABLE, SAVABLE, Settings, compile_candidate)
-from optimization.experiment import ATTEMPTS, CaseRun, Calls, Progress, Row, evaluate, say  # noqa: E402
+from optimization.experiment import CaseRun, Calls, Progress, Row, evaluate, say  # noqa: E402
 from optimization.replay import REPLY_INPUTS, RECORDED_ARGS, ReplayError, differences, read_run, rescored  # noqa: E402
 from optimization.report import screenshot, write_report  # noqa: E402
 from optimization.statistics import INTERVAL, RESAMPLES, paired_gain, part_correlation  # noqa: E402
 from program.lm.adapter import adapter_for  # noqa: E402
 from program.stages.executor import Cite  # noqa: E402
+from program.stages.pipeline import EXECUTOR_ATTEMPTS  # noqa: E402
 from program.stages.compiled import lm_identity, save_program  # noqa: E402
 from program.lm.embedding import QuestionEmbedder  # noqa: E402
 from program.lm.engine import lm_spec, resolve_lm  # noqa: E402
@@ -268,7 +269,7 @@ def main(argv: list[str] | None = None) -> int:
         say(f"{len(train)} training and {len(held)} held-out cases; LM {lm_spec(args.lm)}"
             + (f", its replies re-scored from {source}" if args.rescore else f", replayed from {source}" if args.replay else ""))
         # A run recorded before each case was scored as a diagnosis runs it made one attempt per case.
-        attempts = recorded["meta"].get("attempts", 1) if recorded else ATTEMPTS
+        attempts = recorded["meta"].get("attempts", 1) if recorded else EXECUTOR_ATTEMPTS
         with dspy.context(lm=lm, adapter=adapter_for(lm), callbacks=[*dspy.settings.callbacks, calls]):
             baseline, candidates, programs = run_candidates(args, lm, train, held, evidence, calls, served, attempts)
         references = reference_rows(train + held, evidence, recording.screened_refs)

@@ -11,6 +11,7 @@ import dspy
 from dspy.utils.callback import BaseCallback
 
 from devset.recorded import Recorded, Score, output_of, review_of, score_output
+from program.stages.pipeline import EXECUTOR_ATTEMPTS
 
 
 @dataclass
@@ -146,16 +147,12 @@ class CaseMetric:
         return scored.score
 
 
-# As many as a diagnosis makes (program.stages.pipeline.Diagnosis, max_executor_attempts).
-ATTEMPTS = 2
-
-
 class AsDiagnosed(dspy.Module):
     """A citation module run on a devset case as diagnose() runs it: each attempt reviewed by the
     checks on the case's evidence (devset.recorded.review_of), and asked once more when they refuse
     what a new attempt can fix. Only for scoring: what is compiled and saved is the module itself."""
 
-    def __init__(self, program: dspy.Module, evidence: dict[str, Recorded], attempts: int = ATTEMPTS):
+    def __init__(self, program: dspy.Module, evidence: dict[str, Recorded], attempts: int = EXECUTOR_ATTEMPTS):
         super().__init__()
         self.program = program
         self.evidence = evidence
@@ -168,7 +165,7 @@ class AsDiagnosed(dspy.Module):
 
 
 def evaluate(program: dspy.Module, label: str, examples: list[dspy.Example], evidence: dict[str, Recorded],
-             calls: Calls, progress: Progress | None = None, served=lambda: (0, 0), attempts: int = ATTEMPTS
+             calls: Calls, progress: Progress | None = None, served=lambda: (0, 0), attempts: int = EXECUTOR_ATTEMPTS
              ) -> list[CaseRun]:
     """One case at a time (the embedded model runs one call at a time), each as diagnose() runs it
     (`AsDiagnosed`, at most `attempts` attempts: a run recorded before the second chance was scored

@@ -9,7 +9,6 @@ candidate's output, so what the optimizer is scored on is what a diagnosis is ju
 from __future__ import annotations
 
 import re
-
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -106,13 +105,15 @@ def check_citations(store, toolbox: Toolbox, check: CitationCheck) -> Checked:
     screening = check.screen(invocations) if check.screen is not None else None
     for claim in claims:
         for ref in cited.get(claim.claim_id, []) if screening is not None else ():
-            if ref.invocation_id is not None and (aside := screening.refused(ref.invocation_id, ref.raw_path, ref.context)):
+            aside = screening.refused(ref.invocation_id, ref.raw_path, ref.context) if ref.invocation_id is not None else None
+            if aside is not None:
                 blockers.setdefault(claim.claim_id, []).append(Finding(
                     rule=SET_ASIDE, claim_id=claim.claim_id, message=(
                         f"it cites {citation_label(ref.invocation_id, ref.raw_path)}, which code set aside as "
                         f"{aside.decision}: {aside.reason}")))
         if moved := _cited_again(claim, check.retry_context):
-            blockers.setdefault(claim.claim_id, []).append(Finding(rule=CITED_AGAIN, claim_id=claim.claim_id, message=moved))
+            blockers.setdefault(claim.claim_id, []).append(
+                Finding(rule=CITED_AGAIN, claim_id=claim.claim_id, message=moved))
         if check.text_cap is not None and len(claim.claim_text) >= check.text_cap:
             # Grammar-constrained decoding ends the string at the cap, often mid-word: what is left is
             # not the statement the model was writing, so no part of it is verified.
@@ -220,11 +221,11 @@ def _labels(claim: Claim) -> list[str]:
 def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = ()) -> str:
     """The retry context as the executor reads it: the attempt code refused (each refused claim named
     with what it cited, and what that shows), and why, in the checks' words; where the numbers and
-    names it wrote that what it cited lacks do occur (`context.relocated`); and the refs that code's own new search found (`found`, their labels), which
-    may answer the question. A refused claim's text is never shown: a small model decoding greedily copies the
-    text nearest its answer, and quoted, the refused claim was copied word for word in two of four
-    retries of presumed states (bench-20261202T080257Z), as shown as an answer it was in five of
-    seven (bench-20261202T024922Z)."""
+    names it wrote that what it cited lacks do occur (`context.relocated`); and the refs that code's
+    own new search found (`found`, their labels), which may answer the question. A refused claim's
+    text is never shown: a small model decoding greedily copies the text nearest its answer, and
+    quoted, the refused claim was copied word for word in two of four retries of presumed states
+    (bench-20261202T080257Z), as shown as an answer it was in five of seven (bench-20261202T024922Z)."""
     written = {c.claim_id: c for c in claims}
     lines = [f"Code refused attempt {context.attempt}. Write each refused claim anew so that none of its findings "
              "holds (its state, service, numbers and type as the labels it cites show them), or leave it out."]
@@ -233,7 +234,8 @@ def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = ()
         if claim is None:
             lines.append("Refused: the output")
         else:
-            lines.append(f"Refused {claim.claim_id}: the {claim.claim_type} citing {', '.join(_labels(claim)) or 'nothing'}")
+            cited = ", ".join(_labels(claim)) or "nothing"
+            lines.append(f"Refused {claim.claim_id}: the {claim.claim_type} citing {cited}")
         lines += [f"- {finding.rule}: {finding.message}" for finding in findings]
         # The 1.5B writes the numbers of one line and points at its neighbour (bench-20261207T040208Z:
         # a pool's "active=50/50, waiting=32" citing the timeout line beside it, a GC pause citing the

@@ -32,6 +32,10 @@ from tools.declaration import Toolbox
 from tools.functions import TOOLBOX
 
 
+# Executor attempts per diagnosis: the first, and one more when code refused what a new attempt can fix.
+EXECUTOR_ATTEMPTS = 2
+
+
 class Diagnosis(dspy.Module):
     """Planner (with the first tool calls) -> more tool rounds for broad questions -> executor
     citations -> hook and gatekeeper -> code checks -> verifier, one claim at a time -> composer.
@@ -40,8 +44,8 @@ class Diagnosis(dspy.Module):
     executor.predict, verifier, composer."""
 
     def __init__(self, store: RunStore | None = None, *, max_tool_rounds: int = 2, max_calls_per_round: int = 4,
-                 max_executor_attempts: int = 2, constrain: bool | None = None, citation: Cite | None = None,
-                 toolbox: Toolbox = TOOLBOX):
+                 max_executor_attempts: int = EXECUTOR_ATTEMPTS, constrain: bool | None = None,
+                 citation: Cite | None = None, toolbox: Toolbox = TOOLBOX):
         """citation: the citation step to run (optimize.py passes the one it compiled)."""
         super().__init__()
         # The declared tools: what the planner is told about and may call, and what the checks know.
