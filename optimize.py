@@ -38,7 +38,7 @@ from devset import devset_world, load_devset  # noqa: E402
 from devset.recorded import WEIGHTS, Recorded, Recording, output_of, record, recording_of, score_output  # noqa: E402
 from devset.rule import LookupRule  # noqa: E402
 from optimization.candidates import (  # noqa: E402
-    DEFAULT, OPTIMIZERS, REFLECTING, RESCORABLE, SAVABLE, Settings, compile_candidate)
+    DEFAULT, OPTIMIZERS, REFLECTING, RESCORABLE, Settings, compile_candidate)
 from optimization.experiment import CaseRun, Calls, Progress, Row, evaluate, say  # noqa: E402
 from optimization.replay import REPLY_INPUTS, RECORDED_ARGS, ReplayError, differences, read_run, rescored  # noqa: E402
 from optimization.report import screenshot, write_report  # noqa: E402
@@ -47,7 +47,6 @@ from program.lm.adapter import adapter_for  # noqa: E402
 from program.stages.executor import Cite  # noqa: E402
 from program.stages.pipeline import EXECUTOR_ATTEMPTS  # noqa: E402
 from program.stages.compiled import lm_identity, save_program  # noqa: E402
-from program.lm.embedding import QuestionEmbedder  # noqa: E402
 from program.lm.engine import lm_spec, resolve_lm  # noqa: E402
 from program.lm.transcript import recording_lm, replaying_lm  # noqa: E402
 from tools.functions import TOOLBOX  # noqa: E402
@@ -80,7 +79,7 @@ def parse_args(argv):
     kept.add_argument("--no-reply-cache", dest="reply_cache", action="store_const", const=None,
                       help="keep no reply and serve none: every request this run has not made before goes to the model")
     again = parser.add_mutually_exclusive_group()
-    again.add_argument("--replay", help="a run folder to re-score from its transcript and embeddings, without the model")
+    again.add_argument("--replay", help="a run folder to re-score from its transcript, without the model")
     again.add_argument("--rescore", help="a run folder whose recorded replies to score under this code's metric, on "
                                          "the evidence as that run recorded it, without the model; written to "
                                          "<--out>/rescored-<run>/")
@@ -151,8 +150,7 @@ def run_candidates(args, lm, train, held, evidence, calls, served, attempts: int
     baseline = Row("uncompiled", "uncompiled", "the shipped instruction and demos")
     baseline.runs = evaluate(Cite(), "uncompiled", evaluated, evidence, calls, progress, served, attempts)
     settings = Settings(k=args.k, threshold=args.threshold, gepa_calls=args.gepa_calls, gepa_val=args.gepa_val,
-                        mipro_trials=args.mipro_trials, lm=lm, teacher=args.teacher_lm, reflection=args.reflection,
-                        embedder=args.embedder)
+                        mipro_trials=args.mipro_trials, lm=lm, teacher=args.teacher_lm, reflection=args.reflection)
     rows, programs = [], {}
     for name in args.names:
         say(f"compiling {name} on the training split")
@@ -173,7 +171,7 @@ def run_candidates(args, lm, train, held, evidence, calls, served, attempts: int
 
 
 def choose(rows: list[Row], gains: dict) -> tuple[Row | None, str]:
-    ranked = sorted((r for r in rows if r.runs and r.label in SAVABLE),
+    ranked = sorted((r for r in rows if r.runs),
                     key=lambda r: (r.mean("held-out") or 0, r.mean("train") or 0), reverse=True)
     if not ranked:
         return None, "no candidate compiled"
@@ -249,8 +247,6 @@ def main(argv: list[str] | None = None) -> int:
                        if args.teacher else None)
     args.reflection = (lm if args.reflection_lm and recorded else with_transcript(resolve_lm(args.reflection_lm))
                        if args.reflection_lm else None)
-    args.embedder = (QuestionEmbedder(replay=source / "embeddings.json") if recorded
-                     else QuestionEmbedder(record=out / "embeddings.json")) if "knn" in args.names else None
     calls = Calls()
     engines = list({id(m.engine): m.engine for m in (lm, args.teacher_lm, args.reflection) if m}.values())
     caches = [e.cache for e in engines if getattr(e, "cache", None)]  # a replay's engine keeps none

@@ -2,9 +2,9 @@
 whether a compiled program's demos leave room in the context for the reply. No model is run; only
 the GGUF file's vocabulary is read.
 
-    .venv/bin/python benchmarks/prompt_tokens.py [candidate ...]   # default: per_kind stratified
+    .venv/bin/python benchmarks/prompt_tokens.py [candidate ...]   # default: per_kind knn stratified
 
-For every held-out devset case, the prompt the compact adapter writes (the answer's-language demos,
+For every held-out devset case, the prompt the compact adapter writes (the demos the program shows it,
 the case's inputs) is counted; the longest and the mean are printed beside the room the engine
 leaves: its context less the citation step's max_tokens.
 """
@@ -26,7 +26,6 @@ from program.lm.adapter import ConstrainedJSONAdapter  # noqa: E402
 from program.lm.engine import CONTEXT_TOKENS  # noqa: E402
 from program.lm.models import EMBEDDED_MODELS, assemble  # noqa: E402
 from program.stages.executor import Cite  # noqa: E402
-from signatures.demos import for_language  # noqa: E402
 from signatures.diagnosis import narrow_citation  # noqa: E402
 from tools.functions import TOOLBOX  # noqa: E402
 
@@ -34,7 +33,7 @@ INPUTS = ("language", "question", "plan", "retry_context", "observations")
 
 
 def main(argv: list[str]) -> int:
-    names = argv or ["per_kind", "stratified"]
+    names = argv or ["per_kind", "knn", "stratified"]
     vocabulary = llama_cpp.Llama(model_path=str(assemble(EMBEDDED_MODELS["embedded"])), vocab_only=True, verbose=False)
     with devset_world():
         evidence = record(load_devset(), TOOLBOX)
@@ -50,7 +49,7 @@ def main(argv: list[str]) -> int:
         sizes = []
         for example in held:
             signature = narrow_citation(program.predict.signature) if example.narrow else program.predict.signature
-            messages = adapter.format(signature, for_language(program.predict.demos, example.language),
+            messages = adapter.format(signature, program.demos_for(example.question, example.plan, example.language),
                                       {key: example[key] for key in INPUTS})
             text = "".join(m["content"] for m in messages)
             sizes.append(len(vocabulary.tokenize(text.encode(), add_bos=False)))

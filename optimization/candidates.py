@@ -9,11 +9,10 @@ import dspy
 
 from devset.recorded import CitationMetric, Recorded
 from program.stages.executor import Cite
+from program.stages.nearest import NearestDemo
 
 OPTIMIZERS = ("per_kind", "labeled", "stratified", "bootstrap", "knn", "gepa", "mipro")
 DEFAULT = ("per_kind",)
-# Only these become a fixed program that diagnose() can load; KNN picks demos per question at run time.
-SAVABLE = ("per_kind", "labeled", "stratified", "bootstrap", "gepa", "mipro")
 # Compiled from the training cases alone, by no metric and no model: the same programs on every run,
 # so their recorded replies can be scored again under another metric.
 RESCORABLE = ("per_kind", "labeled", "stratified", "knn")
@@ -34,7 +33,6 @@ class Settings:
     teacher: dspy.BaseLM | None = None
     # GEPA's reflection and MIPROv2's prompt model: one the user names (optimize.py requires it for them).
     reflection: dspy.BaseLM | None = None
-    embedder: object | None = None
 
 
 def stratum(recorded: Recorded) -> set[str]:
@@ -128,11 +126,12 @@ def compile_candidate(name: str, train: list[dspy.Example], evidence: dict[str, 
             return None, f"BootstrapFewShot: no training run of {who} reached the metric threshold {settings.threshold}"
         return student, f"BootstrapFewShot: {kept} demos from {who} training runs that scored >= {settings.threshold}"
     if name == "knn":
-        # Each training case in both languages: the demos shown are those in the answer's language.
-        optimizer = dspy.KNNFewShot(k=settings.k, trainset=in_both_languages(train, evidence), vectorizer=dspy.Embedder(settings.embedder, caching=False),
-                                    max_bootstrapped_demos=0, max_labeled_demos=settings.k)
-        return optimizer.compile(base.deepcopy()), (f"KNNFewShot: the {settings.k} training examples nearest to each "
-                                                    f"question (llama.cpp embeddings of the question) as gold demos")
+        demos = per_kind(train, evidence)
+        student = _gold_demos(base, demos, evidence)
+        student.nearest = NearestDemo(in_both_languages(train, evidence))
+        return student, (f"per_kind's {len(demos)} gold demos, then the training case whose question reads most "
+                         "like the one asked (k=1 nearest neighbour, program/stages/nearest.py), in the answer's "
+                         "language")
     if name == "gepa":
         optimizer = dspy.GEPA(metric=metric, reflection_lm=settings.reflection,
                               max_metric_calls=settings.gepa_calls, reflection_minibatch_size=3, track_stats=True,

@@ -1,5 +1,5 @@
 """Re-scoring a run from its own files: its results.json says how it was run and how its evidence
-was recorded, its transcript answers every LM request, and its embeddings answer the demo selector;
+was recorded, its transcript answers every LM request;
 nothing calls a model.
 
 A replay sends the requests the run sent and must get every score back. A rescore gives each case

@@ -9,7 +9,7 @@ import pytest
 
 import optimize
 from devset import load_devset
-from devset.gold import gold_executor_output
+from devset.gold import gold_executor_output, gold_plan, gold_tool_calls
 from devset.recorded import WEIGHTS
 from optimization.candidates import STRATA, per_kind, stratified, stratum
 from optimization.replay import scores
@@ -135,6 +135,54 @@ def test_optimize_saves_a_program_for_its_lm_and_diagnose_uses_it_only_there(run
     other = diagnose(question, lm=learner("scripted/another-model"), db=store)
     refused = [n for n in store.get_session(other.session_id).notes if n.rule == "compiled.refused"]
     assert refused and "scripted/learner" in refused[0].message and "scripted/another-model" in refused[0].message
+
+
+def test_knn_is_saved_with_its_pool_and_a_diagnosis_shows_the_nearest_training_case_last(run_optimize, tmp_path,
+                                                                                        monkeypatch):
+    kinds = {c["question"]: c["kind"] for c in DEVSET}
+    kinds.update({c["translation"]["question"]: c["kind"] for c in DEVSET if c["translation"]})
+
+    def last_demo_kind(demos):
+        return kinds.get(field_value(demos[-2], "question")) if len(demos) >= 2 else None
+
+    def respond(stage, user, demos):
+        """Right only when the demo right before the question is a case of the question's kind."""
+        if stage == "plan":
+            case = case_for(user)
+            return {"plan": gold_plan(case), "tool_calls": gold_tool_calls(case)}
+        if stage != "claims":
+            return pass_all(user) if stage == "judgement" else {"answer": "-"} if stage == "answer" else {"tool_calls": []}
+        case = case_for(user)
+        output = gold_executor_output(case, field_value(user, "observations"))
+        if last_demo_kind(demos) != case["kind"]:
+            output["claims"][0]["evidence_bindings"][0]["source_invocation_id"] = 999
+        return output
+
+    lm = dspy.LM("scripted/last-demo", engine=ScriptedEngine(respond), cache=False, temperature=0.0)
+    results, _ = run_optimize({None: lm}, "--optimizers", "per_kind,knn")
+    by = rows(results)
+    # per_kind's last demo is one kind's; the nearest training case is of the asked kind for most
+    # held-out questions, though a held-out phrasing is never a training one.
+    assert by["knn"]["held_out"] > by["per_kind"]["held_out"] > by["uncompiled"]["held_out"]
+    assert by["knn"]["gain"]["low"] > 0 and results["meta"]["chosen"] == "knn"
+    assert "nearest neighbour" in by["knn"]["note"]
+    state = json.loads(Path(results["meta"]["saved"]).read_text())
+    train = {c["case_id"] for c in DEVSET if c["split"] == "train"}
+    assert {e["case_id"] for e in state["executor.nearest"]["pool"]} == train
+    assert len(state["executor.predict"]["demos"]) == 2 * len(by["per_kind"]["note"].split(": ", 1)[1].split(", "))
+
+    monkeypatch.setenv("DIAGNOSIS_COMPILED_DIR", str(tmp_path / "compiled"))
+    asked = []
+    respond_then = lm.engine.responder
+    lm.engine.responder = lambda stage, user, demos: asked.append((stage, demos)) or respond_then(stage, user, demos)
+    case = next(c for c in DEVSET if c["case_id"] == "near_miss_checkout_zh")
+    from devset import devset_world
+
+    with devset_world():
+        result = diagnose(case["question"], lm=lm, db=AuditStore("sqlite://"))
+    shown = [demos for stage, demos in asked if stage == "claims"]
+    assert shown and all(last_demo_kind(demos) == "near_miss" for demos in shown)
+    assert result.verdict == "PASS"
 
 
 def test_a_gain_within_the_noise_saves_nothing(run_optimize):

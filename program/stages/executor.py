@@ -37,6 +37,7 @@ from program.evidence.parsing import DECISIONS, salvage_executor_output
 from program.evidence.screen import Screen
 from program.lm.adapter import TEXT_MAX_CHARS, citation_patch, narrowing
 from program.lm.engine import narrows
+from program.stages.nearest import NearestDemo, same_case
 from program.stages.stage_errors import stage_error
 from contracts import (
     ExecutorOutput, Finding, Language, ParseStatus, PlannerOutput, RetryContext, SetAside, ToolInvocation)
@@ -62,6 +63,8 @@ class Cite(dspy.Module):
         super().__init__()
         self.predict = dspy.Predict(CiteEvidence, max_tokens=max_tokens)
         self.predict.demos = executor_demos()
+        # Empty unless a compiled program put its training examples here (optimize.py's `knn`).
+        self.nearest = NearestDemo()
         # Not the predictor's: an optimizer tunes the first attempt's demos, and these show a revision.
         self.retry_demos = retry_demos()
 
@@ -125,7 +128,7 @@ class Cite(dspy.Module):
         # A pointing retry writes no text: the quote code writes for it has no cap to reach.
         cap = TEXT_MAX_CHARS if constrain and not retry else None
         try:
-            demos = for_language([*self.predict.demos, *self.retry_demos] if retry else self.predict.demos, language)
+            demos = self.demos_for(question, plan, language, retry)
             pred = self.predict(signature=signature, config=config, demos=demos, language=language,
                                 question=question, plan=plan, retry_context=retry_context,
                                 observations=render_observations(invocations, screening.hidden()))
@@ -141,6 +144,15 @@ class Cite(dspy.Module):
         parts[DECISIONS] = {j.ref: j.decision for j in getattr(pred, DECISIONS, None) or []}
         return self._result(parts, ParseStatus(status="valid", detail="parsed executor evidence contract"), menu,
                             text_cap=cap, language=language)
+
+    def demos_for(self, question: str, plan: PlannerOutput, language: Language, retry: bool = False) -> list:
+        """The demos shown for this question, in its answer's language: the predictor's, then the
+        example of the pool nearest the question (last, nearest the question; not twice), then, for a
+        retry, the worked revisions."""
+        shown = for_language(self.predict.demos, language)
+        if (near := self.nearest.nearest(question, plan, language)) is not None:
+            shown = [d for d in shown if not same_case(d, near)] + [near]
+        return shown + (for_language(self.retry_demos, language) if retry else [])
 
     @staticmethod
     def _result(parts: dict | ExecutorOutput, parse: ParseStatus, menu: Menu | None = None,
