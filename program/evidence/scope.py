@@ -24,9 +24,14 @@ EXCLUSION = re.compile(
     r"(?:不要分析|不要扩展到|不要扩展|不要看|不要管|不用分析|不用看|不需要分析|无需分析|不分析|不考虑|别分析|别看|别管|"
     r"排除|跳过|do not analy[sz]e|don't analy[sz]e|do not look at|don't look at|do not check|don't check|"
     r"do not include|without looking at|leave out|skip|exclude|excluding|ignore)"
-    r"\s*[:：]?\s*(?P<topics>[^。.;；!?？！]+)",
+    r"\s*[:：]?\s*(?P<topics>[^。.;；!?？！]*)",
     re.IGNORECASE,
 )
+# A marker that ends its clause ("Full GC 日志就别管了") excludes what stands before it in the clause:
+# after it come only sentence-final particles, and before it the clause's adverbs (就, 也, 先).
+PARTICLES = "了吧啊呢哦嘛呀啦罢 \t"
+ADVERBS = re.compile(r"(?:就|也|都|先|暂时|暂且|\s)+$")
+CLAUSE_START = re.compile(r"[，,；;。.!?！？:：\n]")
 # A double-quoted span (JSON's quoting) is text the question quotes, such as an alert's label values:
 # data, not the asker's words. Words in it that read like an exclusion ("skip order-service") exclude
 # nothing, and it names a service, an alert or a topic only when its whole value is that name.
@@ -84,16 +89,38 @@ def question_names(question: str, catalog: Catalog) -> Named:
                  unknown=tuple(dict.fromkeys(v for v in values if fold_label(v) not in known)))
 
 
-def exclusion_clauses(text: str) -> list[re.Match]:
-    """The clauses of `text` that exclude topics, each begun outside quoted text."""
+@dataclass(frozen=True)
+class Exclusion:
+    """What one exclusion clause excludes, and where it stands in the question: its marker and the
+    topics after it, or, for a marker that ends its clause, the words before it and the marker."""
+
+    start: int
+    end: int
+    topics: tuple[str, ...]
+
+
+def exclusions(text: str) -> list[Exclusion]:
+    """The exclusion clauses of `text`, each begun outside quoted text."""
     quoted = [m.span() for m in QUOTED.finditer(text)]
-    return [m for m in EXCLUSION.finditer(text) if not any(start < m.start() < end for start, end in quoted)]
+    found = []
+    for m in EXCLUSION.finditer(text):
+        if any(start < m.start() < end for start, end in quoted):
+            continue
+        after = m.group("topics")
+        if after.strip(PARTICLES):
+            topics = (_unquoted(t.strip().rstrip(PARTICLES)) for t in SPLIT.split(after))
+            found.append(Exclusion(m.start(), m.end(), tuple(t for t in topics if t)))
+            continue
+        begin = max((c.end() for c in CLAUSE_START.finditer(text, 0, m.start())), default=0)
+        before = ADVERBS.sub("", text[begin:m.start()]).strip()
+        found.append(Exclusion(begin, m.end(), (_unquoted(before),) if before else ()))
+    return found
 
 
 def without_exclusions(text: str) -> str:
     """`text` with each clause that excludes topics blanked out: what it asks about."""
-    for clause in reversed(exclusion_clauses(text)):
-        text = text[:clause.start()] + " " + text[clause.end():]
+    for clause in reversed(exclusions(text)):
+        text = text[:clause.start] + " " + text[clause.end:]
     return text
 
 
@@ -140,10 +167,7 @@ def read_scope(question: str, catalog: Catalog) -> Scope:
     demos, or lists the very service that was asked about."""
     folded = fold(own_words(nfkc(question)))
     narrow = any(marker in folded for marker in NARROW_MARKERS)
-    topics: list[str] = []
-    for match in exclusion_clauses(nfkc(question)):
-        topics.extend(_unquoted(t.strip()) for t in SPLIT.split(match.group("topics")) if t.strip())
-    topics = list(dict.fromkeys(topics))
+    topics = list(dict.fromkeys(t for clause in exclusions(nfkc(question)) for t in clause.topics))
     return Scope(narrow=narrow, excluded_topics=tuple(topics), excluded_terms=expand_terms(topics, catalog, question))
 
 

@@ -1,6 +1,6 @@
 import pytest
 
-from program.evidence.scope import mentions, read_scope, with_proposed_exclusions
+from program.evidence.scope import mentions, question_names, read_scope, with_proposed_exclusions
 from tools.catalog import active_catalog
 
 CATALOG = active_catalog()
@@ -60,6 +60,24 @@ def test_an_exclusion_clause_is_split_and_its_topics_spelled_by_the_catalogs_syn
                                       "排查 order-service，别管 HikariCP", "排查 order-service，跳过 HikariCP"])
 def test_exclusion_phrasings(question):
     assert "hikaricp" in read_scope(question, CATALOG).excluded_terms
+
+
+@pytest.mark.parametrize(("question", "topics"), [
+    ("只确认 order-service 是否存在 HighMemoryUsage 告警，Full GC 日志就别管了。", ("Full GC 日志",)),
+    ("只确认 order-service 的慢查询，连接池也不用看了", ("连接池",)),
+    ("只确认 order-service 是否存在 HighMemoryUsage 告警，别管了。", ()),
+    ("只确认 order-service 是否存在 HighMemoryUsage 告警，不要看 Full GC 了", ("Full GC",)),
+])
+def test_a_marker_that_ends_its_clause_excludes_what_stands_before_it(question, topics):
+    """No particle after a marker ("别管了") is a topic: "了" excluded blocked every claim that wrote it."""
+    scope = read_scope(question, CATALOG)
+    assert scope.excluded_topics == topics
+    assert not mentions("order-service 的 HighMemoryUsage 告警触发了", scope.excluded_terms)
+
+
+def test_what_a_marker_at_the_clause_end_excludes_is_not_asked():
+    question = "只确认 payment-service 是否存在 HighCPUUsage 告警，order-service 就别管了。"
+    assert question_names(question, CATALOG).services == ("payment-service",)
 
 
 def test_short_terms_match_whole_words_only():

@@ -125,6 +125,10 @@ HEALTHY_POOL = "[11:20][INFO][checkout-service] HikariCP pool stats: active=6/30
     "checkout-service 的连接池没有耗尽：active=6/30, waiting=0。",
     "checkout-service 的 HikariCP 连接池未耗尽，active=6/30, waiting=0",
     "checkout-service's connection pool is not exhausted: active=6/30, waiting=0.",
+    # The negation reaches its own predicate, not a verb of finding further on.
+    "checkout-service's connection pool is not exhausted: HikariCP pool stats show active=6/30, waiting=0.",
+    "checkout-service's connection pool is not exhausted as seen from active=6/30, waiting=0",
+    "checkout-service 的连接池未耗尽，但发现 active=6/30",
 ])
 def test_a_denied_state_that_a_found_line_shows_is_an_observation_not_an_absence(text):
     """The healthy pool line answers "is the pool exhausted?" with "no": what the line shows, which the
@@ -142,6 +146,15 @@ def test_a_denied_state_that_a_found_line_shows_is_an_observation_not_an_absence
     "checkout-service 日志中没有任何连接池错误",
     "checkout-service has no 5xx errors",
     "No pool exhaustion was found in checkout-service logs",
+    # Whatever stands between the negation and its verb of finding: a place, an auxiliary, or the
+    # negation inside the verb (a potential form).
+    "未在 checkout-service 的日志中找到连接池耗尽",
+    "checkout-service 的日志里找不到连接池耗尽",
+    "checkout-service 查不到相关记录",
+    "We could not find any pool exhaustion in checkout-service logs",
+    "Pool exhaustion has not been found in checkout-service logs",
+    "Pool exhaustion did not occur in checkout-service",
+    "Failed to find pool exhaustion in checkout-service logs",
 ])
 def test_a_denied_existence_resting_on_a_found_line_is_still_an_absence(text):
     assert outside_state_denials(ABSENCE, text, ("checkout-service",))
