@@ -200,8 +200,11 @@ def _screened(calls: list[ToolInvocation], service: str, question: str, excluded
     its topics' names written as alerts are (DiskPressure)."""
     alerts = tuple(ref.name for inv in calls for ref in inv.retrieval_details.evidence_refs
                    if ref.name and ref.name in question)
+    asked = question
+    for topic in excluded:
+        asked = asked.replace(topic, " ")
     screen = Screen(target=Target(services=(service,), topics=(), alerts=alerts),
-                    excluded_terms=tuple(term.casefold() for term in excluded), narrow=True, question=question)
+                    excluded_terms=tuple(term.casefold() for term in excluded), narrow=True, asked=asked)
     return screen(calls)
 
 

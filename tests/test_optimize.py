@@ -396,6 +396,25 @@ def test_per_kind_demos_are_the_first_training_case_of_each_kind():
                                           for kind in kinds]
 
 
+def test_the_nearest_training_case_is_of_the_asked_kind_for_31_of_the_40_held_out_questions():
+    """The figure docs/optimizing.md gives for knn's neighbours."""
+    from devset import devset_world
+    from devset.recorded import record
+    from optimization.candidates import Settings, compile_candidate
+
+    with devset_world():
+        evidence = record(DEVSET, TOOLBOX)
+    examples = [r.example() for r in evidence.values()]
+    train = [e for e in examples if evidence[e.case_id].case["split"] == "train"]
+    held = [e for e in examples if evidence[e.case_id].case["split"] == "held-out"]
+    knn, _ = compile_candidate("knn", train, evidence, Settings(k=2, threshold=0.9, gepa_calls=1, gepa_val=1,
+                                                               mipro_trials=1, lm=None))
+    kinds = [(evidence[e.case_id].case["kind"], evidence[knn.nearest.nearest(e.question, e.plan, e.language)["case_id"]]
+              .case["kind"]) for e in held]
+    assert sum(asked == shown for asked, shown in kinds) == 31 and len(kinds) == 40
+    assert {shown for asked, shown in kinds if asked == "excluded_same_log"} == {"some_lines"}
+
+
 def test_stratified_demos_show_each_stratum_once():
     from devset import devset_world
     from devset.recorded import record

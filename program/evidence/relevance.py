@@ -128,7 +128,7 @@ def unnamed_topics(claim_text: str, cited_texts: list[str], groups: list[tuple[s
 def question_words(question: str, catalog: Catalog) -> str:
     """The question's own words, for a search made independently of the LM's wording: without the
     clauses that exclude topics and without service names (the search is filtered by service)."""
-    text = without_exclusions(nfkc(question))
+    text = without_exclusions(nfkc(question), catalog)
     for service in sorted(catalog.services, key=len, reverse=True):
         text = re.sub(re.escape(service), " ", text, flags=re.IGNORECASE)
     return " ".join(text.split())

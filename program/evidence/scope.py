@@ -23,15 +23,17 @@ NARROW_MARKERS = (
 EXCLUSION = re.compile(
     r"(?:不要分析|不要扩展到|不要扩展|不要看|不要管|不用分析|不用看|不需要分析|无需分析|不分析|不考虑|别分析|别看|别管|"
     r"排除|跳过|do not analy[sz]e|don't analy[sz]e|do not look at|don't look at|do not check|don't check|"
-    r"do not include|without looking at|leave out|skip|exclude|excluding|ignore)"
+    r"do not include|without looking at|leave out|\bskip\b|\bexclude\b|\bexcluding\b|\bignore\b)"
     r"\s*[:：]?\s*(?P<topics>[^。.;；!?？！]*)",
     re.IGNORECASE,
 )
 # A marker that ends its clause ("Full GC 日志就别管了") excludes what stands before it in the clause:
-# after it come only sentence-final particles, and before it the clause's adverbs (就, 也, 先).
-PARTICLES = "了吧啊呢哦嘛呀啦罢 \t"
+# after it, up to the clause's end, come only sentence-final particles (or 它, "it"), and before it
+# the clause's adverbs (就, 也, 先).
+PARTICLES = "了吧啊呢哦嘛呀啦罢吗哈呗嘞喔它~～ \t"
 ADVERBS = re.compile(r"(?:就|也|都|先|暂时|暂且|\s)+$")
-CLAUSE_START = re.compile(r"[，,；;。.!?！？:：\n]")
+# Where a clause begins and ends; a full stop or a colon inside a token (gc.log, 10:00) is neither.
+CLAUSE_MARK = re.compile(r"[，,；;。!?！？\n]|\.(?=\s|$)|[:：](?!\d)")
 # A double-quoted span (JSON's quoting) is text the question quotes, such as an alert's label values:
 # data, not the asker's words. Words in it that read like an exclusion ("skip order-service") exclude
 # nothing, and it names a service, an alert or a topic only when its whole value is that name.
@@ -77,9 +79,12 @@ class Named:
 
 def question_names(question: str, catalog: Catalog) -> Named:
     """The services, alerts and terms the question asks about (outside its exclusion clauses)."""
-    asked = without_exclusions(nfkc(question))
-    own = own_words(asked)
-    values = [v for v in quoted_values(asked) if v.strip()]
+    return _named(without_exclusions(nfkc(question), catalog), catalog)
+
+
+def _named(text: str, catalog: Catalog) -> Named:
+    own = own_words(text)
+    values = [v for v in quoted_values(text) if v.strip()]
     terms = {t for group in catalog.topic_groups() for t in group if t}
     whole = {fold_label(v) for v in values}
     services = tuple(s for s in catalog.services if mentions(own, [s.casefold()]) or s.casefold() in whole)
@@ -89,39 +94,78 @@ def question_names(question: str, catalog: Catalog) -> Named:
                  unknown=tuple(dict.fromkeys(v for v in values if fold_label(v) not in known)))
 
 
-@dataclass(frozen=True)
-class Exclusion:
-    """What one exclusion clause excludes, and where it stands in the question: its marker and the
-    topics after it, or, for a marker that ends its clause, the words before it and the marker."""
+def asked_groups(named: Named, catalog: Catalog) -> list[tuple[str, ...]]:
+    """The catalog's topic groups that the named part of a question speaks of."""
+    return [g for g in catalog.topic_groups() if mentions(named.own, list(g)) or set(g) & set(named.quoted_terms)]
 
+
+@dataclass(frozen=True)
+class Excluded:
+    """A topic an exclusion clause names, and the span of the question it takes up (with the
+    marker, for the first topic after it or the last before it): what is left asks the question."""
+
+    topic: str
     start: int
     end: int
-    topics: tuple[str, ...]
 
 
-def exclusions(text: str) -> list[Exclusion]:
-    """The exclusion clauses of `text`, each begun outside quoted text."""
+def _pieces(text: str, offset: int) -> list[tuple[str, int, int]]:
+    """The items of a list ("GC 和 HikariCP", "订单123、OOM 或数据库"), each with its span, shifted by `offset`."""
+    bounds = [0, *(i for m in SPLIT.finditer(text) for i in m.span()), len(text)]
+    return [(text[a:b].strip(), offset + a, offset + b) for a, b in zip(bounds[::2], bounds[1::2]) if text[a:b].strip()]
+
+
+def _candidates(text: str) -> list[Excluded]:
+    """What the exclusion markers of `text` name, each begun outside quoted text: the items after a
+    marker, to its sentence's end (a list may hold commas), or, when nothing but particles follows
+    it in its clause, the items before it in its clause. A marker whose clause ends in a question
+    mark asks whether to exclude ("OOM 是否可以排除？", "can we skip it?"): it excludes nothing."""
     quoted = [m.span() for m in QUOTED.finditer(text)]
     found = []
     for m in EXCLUSION.finditer(text):
         if any(start < m.start() < end for start, end in quoted):
             continue
         after = m.group("topics")
-        if after.strip(PARTICLES):
-            topics = (_unquoted(t.strip().rstrip(PARTICLES)) for t in SPLIT.split(after))
-            found.append(Exclusion(m.start(), m.end(), tuple(t for t in topics if t)))
+        clause = CLAUSE_MARK.split(after, maxsplit=1)[0]
+        clause_end = m.start("topics") + len(clause)
+        if text[clause_end:clause_end + 1] in ("?", "？"):
             continue
-        begin = max((c.end() for c in CLAUSE_START.finditer(text, 0, m.start())), default=0)
-        before = ADVERBS.sub("", text[begin:m.start()]).strip()
-        found.append(Exclusion(begin, m.end(), (_unquoted(before),) if before else ()))
+        if clause.strip(PARTICLES):
+            items = _pieces(after, m.start("topics"))
+            found += [Excluded(_unquoted(item.rstrip(PARTICLES)), m.start() if n == 0 else a, b)
+                      for n, (item, a, b) in enumerate(items) if item.rstrip(PARTICLES)]
+            continue
+        begin = max((c.end() for c in CLAUSE_MARK.finditer(text, 0, m.start())), default=0)
+        items = _pieces(ADVERBS.sub("", text[begin:m.start()]), begin)
+        found += [Excluded(_unquoted(item), a, clause_end if n == len(items) - 1 else b)
+                  for n, (item, a, b) in enumerate(items)]
     return found
 
 
-def without_exclusions(text: str) -> str:
-    """`text` with each clause that excludes topics blanked out: what it asks about."""
-    for clause in reversed(exclusions(text)):
-        text = text[:clause.start] + " " + text[clause.end:]
+def _blanked(text: str, spans: list[Excluded]) -> str:
+    for span in sorted(spans, key=lambda e: e.start, reverse=True):
+        text = text[:span.start] + " " * (span.end - span.start) + text[span.end:]
     return text
+
+
+def exclusions(text: str, catalog: Catalog) -> list[Excluded]:
+    """The topics `text` excludes in its own words. Each must leave the question a target, as a
+    planner's proposal must (`with_proposed_exclusions`): one that would take away every service or
+    every alert the question names is no exclusion but the asked clause, misread ("Full GC 日志就别管了，
+    只确认 order-service …" read from the marker to the sentence's end; "只确认 order-service 的健康检查
+    是否被跳过了", the marker as the asked verb)."""
+    whole = _named(text, catalog)
+    kept: list[Excluded] = []
+    for candidate in _candidates(text):
+        rest = _named(_blanked(text, [*kept, candidate]), catalog)
+        if not (whole.services and not rest.services or whole.alerts and not rest.alerts):
+            kept.append(candidate)
+    return kept
+
+
+def without_exclusions(text: str, catalog: Catalog) -> str:
+    """`text` with what its exclusions take up blanked out: what it asks about."""
+    return _blanked(text, exclusions(text, catalog))
 
 
 @dataclass(frozen=True)
@@ -130,6 +174,8 @@ class Scope:
     excluded_topics: tuple[str, ...] = ()
     # Every spelling under which an excluded topic may show up in text.
     excluded_terms: tuple[str, ...] = field(default=())
+    # The question in its own words (NFKC), what its exclusion clauses take up blanked out.
+    asked: str = ""
 
 
 def expand_terms(topics: list[str] | tuple[str, ...], catalog: Catalog, question: str = "") -> tuple[str, ...]:
@@ -167,8 +213,10 @@ def read_scope(question: str, catalog: Catalog) -> Scope:
     demos, or lists the very service that was asked about."""
     folded = fold(own_words(nfkc(question)))
     narrow = any(marker in folded for marker in NARROW_MARKERS)
-    topics = list(dict.fromkeys(t for clause in exclusions(nfkc(question)) for t in clause.topics))
-    return Scope(narrow=narrow, excluded_topics=tuple(topics), excluded_terms=expand_terms(topics, catalog, question))
+    excluded = exclusions(nfkc(question), catalog)
+    topics = list(dict.fromkeys(e.topic for e in excluded))
+    return Scope(narrow=narrow, excluded_topics=tuple(topics), excluded_terms=expand_terms(topics, catalog, question),
+                 asked=_blanked(nfkc(question), excluded))
 
 
 def _unquoted(topic: str) -> str:
@@ -223,7 +271,7 @@ def with_proposed_exclusions(scope: Scope, proposed: list[str], question: str, c
     whole = {fold(v) for v in quoted_values(text)}
     asked = question_names(question, catalog)
     named = {"service": [s.casefold() for s in asked.services], "alert": [a.casefold() for a in asked.alerts]}
-    groups = [g for g in catalog.topic_groups() if mentions(asked.own, list(g)) or set(g) & set(asked.quoted_terms)]
+    groups = asked_groups(asked, catalog)
     topics, refused = list(scope.excluded_topics), []
     for topic in proposed:
         term = fold(topic).strip()
@@ -248,4 +296,4 @@ def with_proposed_exclusions(scope: Scope, proposed: list[str], question: str, c
     if len(topics) == len(scope.excluded_topics):
         return scope, refused
     return Scope(narrow=scope.narrow, excluded_topics=tuple(topics),
-                 excluded_terms=expand_terms(topics, catalog, question)), refused
+                 excluded_terms=expand_terms(topics, catalog, question), asked=scope.asked), refused

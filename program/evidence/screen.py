@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 
 from program.evidence.matching import clauses
 from program.evidence.relevance import Target
-from program.evidence.scope import Scope, mentions, without_exclusions
+from program.evidence.scope import Scope, mentions
 from program.evidence.statements import CLEARED_STATES, RAISED_STATES
 from program.evidence.verdict import item_state, output_item
 from contracts import EvidenceRef, RefDecision, SetAside, ToolInvocation
@@ -112,21 +112,21 @@ class Screen:
     target: Target
     excluded_terms: tuple[str, ...] = ()
     narrow: bool = False
-    question: str = ""
+    asked: str = ""  # the question's own words, less its exclusions (Scope.asked)
 
     @classmethod
-    def of(cls, question: str, target: Target, scope: Scope, services: Iterable[str]) -> Screen:
+    def of(cls, target: Target, scope: Scope, services: Iterable[str]) -> Screen:
         """The screen of a question whose sources know `services`. Only a service the sources know is
         compared with a ref's service: a name no source knows (orders-db) is no ref's service, and the
         lines that speak of it belong to others."""
         known = {_name(name) for name in services}
         return cls(target=replace(target, services=tuple(s for s in target.services if _name(s) in known)),
-                   excluded_terms=scope.excluded_terms, narrow=scope.narrow, question=question)
+                   excluded_terms=scope.excluded_terms, narrow=scope.narrow, asked=scope.asked)
 
     def __call__(self, invocations: Iterable[ToolInvocation]) -> Screening:
         invocations = list(invocations)
         screening = Screening(excluded_terms=self.excluded_terms)
-        asked = endpoints(without_exclusions(nfkc(self.question))) if self.narrow else set()
+        asked = endpoints(self.asked) if self.narrow else set()
         for inv in invocations:
             searched = inv.input.get("service") if isinstance(inv.input.get("service"), str) else None
             for ref in inv.retrieval_details.evidence_refs:

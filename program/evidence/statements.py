@@ -159,12 +159,15 @@ def state_denials(text: str, names: tuple[str, ...] = ()) -> list[tuple[int, int
     return spans + [m.span() for m in ALERT_DENIED.finditer(text)]
 
 
-def outside_state_denials(pattern: re.Pattern, text: str, names: tuple[str, ...] = ()) -> bool:
+def outside_state_denials(pattern: re.Pattern, text: str, names: tuple[str, ...] = (), quoted: str = "") -> bool:
     """Whether `pattern` (a negation, an absence) occurs in the text other than as the denial of an
     alert's state: "api-gateway 现在没有 HighErrorRate 告警在触发" says what state the alert is in,
-    "未找到 HighErrorRate 告警" that none was found."""
+    "未找到 HighErrorRate 告警" that none was found. A match whose words `quoted` holds too (the lines
+    a claim cites) is the claim quoting them, not its own."""
     spans = state_denials(text, names)
+    held = statement_form(quoted).casefold()
     return any(not any(start < m.end() and m.start() < end for start, end in spans)
+               and not (held and m.group().casefold() in held)
                for m in pattern.finditer(statement_form(text)))
 
 

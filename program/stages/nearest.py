@@ -19,25 +19,27 @@ import re
 
 from dspy.predict.parameter import Parameter
 from dspy.predict.predict import serialize_object
+from pydantic import TypeAdapter, ValidationError
 from rapidfuzz import fuzz, process
 
+from contracts import Language, PlannerOutput
 from tools.text.folding import fold
 
 SERVICE = "<service>"
 
 
 def masked(question: str, services: list[str]) -> str:
-    """The question folded, each of the target `services` written as one placeholder."""
+    """The question folded, each of the target `services` written as one placeholder, in one pass
+    (the longer name first), so that a placeholder written is never masked again."""
+    names = sorted({fold(s) for s in services if s.strip()}, key=len, reverse=True)
     text = fold(question)
-    for name in sorted({fold(s) for s in services if s.strip()}, key=len, reverse=True):
-        text = re.sub(re.escape(name), SERVICE, text)
-    return text
+    return re.sub("|".join(map(re.escape, names)), SERVICE, text) if names else text
 
 
 def _services(plan) -> list[str]:
     """The plan's target services, whether the plan is a contract or, as a loaded demo holds it, a dict."""
     found = plan.get("target_services") if isinstance(plan, dict) else getattr(plan, "target_services", None)
-    return [str(s) for s in found or []]
+    return list(found or [])
 
 
 def same_case(a, b) -> bool:
@@ -68,8 +70,22 @@ class NearestDemo(Parameter):
         return {"pool": [{key: serialize_object(value) for key, value in example.items()} for example in self.pool]}
 
     def load_state(self, state: dict) -> NearestDemo:
-        pool = state.get("pool")
-        if not isinstance(pool, list) or not all(isinstance(e, dict) and "question" in e for e in pool):
-            raise ValueError("the nearest-demo pool is not a list of examples with a question")
+        pool = state.get("pool") if isinstance(state, dict) else None
+        if not isinstance(pool, list) or not all(_usable(e) for e in pool):
+            raise ValueError("the nearest-demo pool is not a list of examples, each with a question, a language "
+                             "and a plan")
         self.pool = pool
         return self
+
+
+def _usable(example) -> bool:
+    """What `nearest` reads of a loaded example, checked at load against its contracts: a malformed
+    file is refused there, rather than failing the citation step of every diagnosis."""
+    if not isinstance(example, dict) or not isinstance(example.get("question"), str):
+        return False
+    try:
+        TypeAdapter(Language).validate_python(example.get("language"))
+        PlannerOutput.model_validate(example.get("plan"))
+    except ValidationError:
+        return False
+    return True

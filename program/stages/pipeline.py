@@ -36,12 +36,17 @@ from tools.functions import TOOLBOX
 EXECUTOR_ATTEMPTS = 2
 
 
+# Where a saved program keeps the citation step's pool of nearest examples.
+NEAREST = "executor.nearest"
+
+
 class Diagnosis(dspy.Module):
     """Planner (with the first tool calls) -> more tool rounds for broad questions -> executor
     citations -> hook and gatekeeper -> code checks -> verifier, one claim at a time -> composer.
 
     The predictors keep the names a saved program is stored under: planner, gather,
-    executor.predict, verifier, composer."""
+    executor.predict, verifier, composer; beside them, executor.nearest holds the citation step's
+    pool of nearest examples (empty unless a compiled program filled it)."""
 
     def __init__(self, store: RunStore | None = None, *, max_tool_rounds: int = 2, max_calls_per_round: int = 4,
                  max_executor_attempts: int = EXECUTOR_ATTEMPTS, constrain: bool | None = None,
@@ -62,6 +67,10 @@ class Diagnosis(dspy.Module):
         self.progress = None  # optional callable(stage_name) for a UI
         # Narrow each response schema to real citations and names; None: for the LMs that take it (narrows).
         self.constrain = constrain
+
+    def load_state(self, state: dict, **kwargs) -> None:
+        # A file saved before the citation step had a pool holds none: it loads with an empty one.
+        super().load_state({NEAREST: {"pool": []}, **state}, **kwargs)
 
     @property
     def store(self) -> RunStore:

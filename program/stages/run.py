@@ -117,7 +117,7 @@ class Run:
     @property
     def screen(self) -> Screen:
         """What code sets aside of this run's calls before the executor is asked."""
-        return Screen.of(self.question, self.target, self.scope, self.catalog.services)
+        return Screen.of(self.target, self.scope, self.catalog.services)
 
     @property
     def asked_names(self) -> dict[str, tuple[str, ...]]:

@@ -142,3 +142,41 @@ def test_proposals_that_together_would_exclude_every_target_leave_one():
                                               question, CATALOG)
     assert scope.excluded_topics == ("user-service",)
     assert refused == ["'api-gateway' is the question's only service left"]
+
+
+@pytest.mark.parametrize(("question", "topics"), [
+    # The marker ends its clause, not its sentence; an item after it that would take the question's
+    # only service or alert away is the asked clause, misread.
+    ("Full GC 日志就别管了，只确认 order-service 是否存在 HighMemoryUsage 告警。", ("Full GC 日志",)),
+    ("连接池先不考虑，只看 order-service 是否存在 HighMemoryUsage 告警", ("连接池",)),
+    ("Ignore the GC logs, only check whether order-service has a HighMemoryUsage alert.", ("the GC logs",)),
+    # The marker is the question's verb: the clause asks whether to exclude, or excluding the words
+    # before it would leave the question no service or alert.
+    ("order-service 的 HighMemoryUsage 告警如何排除？", ()),
+    ("order-service 的 OOM 是否可以排除？", ()),
+    ("只确认 order-service 的健康检查是否被跳过了。", ()),
+    ("Is the HighMemoryUsage alert on order-service safe to ignore?", ()),
+    ("Only confirm whether the HighMemoryUsage alert on order-service was ignored.", ()),
+    ("Only confirm whether order-service skipped heartbeats.", ()),
+    # A list before the marker; a dot or a colon inside a token.
+    ("只确认 order-service 是否存在 HighMemoryUsage 告警，GC 和 HikariCP 就别管了。", ("GC", "HikariCP")),
+    ("只确认 order-service 是否存在 HighErrorRate 告警，gc.log 就别管了。", ("gc.log",)),
+    ("只确认 order-service 是否存在 HighErrorRate 告警，10:00 之前的日志就别管了。", ("10:00 之前的日志",)),
+    # Particles and pronouns after the marker.
+    ("只确认 order-service 是否存在 HighMemoryUsage 告警，Full GC 日志就别管了哈。", ("Full GC 日志",)),
+    ("只确认 order-service 是否存在 HighMemoryUsage 告警，Full GC 日志别管它。", ("Full GC 日志",)),
+])
+def test_exclusions_read_from_the_clause(question, topics):
+    assert read_scope(question, CATALOG).excluded_topics == topics
+
+
+@pytest.mark.parametrize("question", [
+    "Full GC 日志就别管了，只确认 order-service 是否存在 HighMemoryUsage 告警。",
+    "order-service 的 HighMemoryUsage 告警如何排除？",
+    "Is the HighMemoryUsage alert on order-service safe to ignore?",
+    "只确认 order-service 是否存在 HighMemoryUsage 告警 Full GC 日志就别管了",
+])
+def test_the_asked_service_and_alert_stay_asked(question):
+    names = question_names(question, CATALOG)
+    assert names.services == ("order-service",) and names.alerts == ("HighMemoryUsage",)
+    assert "highmemoryusage" not in read_scope(question, CATALOG).excluded_terms

@@ -129,6 +129,7 @@ HEALTHY_POOL = "[11:20][INFO][checkout-service] HikariCP pool stats: active=6/30
     "checkout-service's connection pool is not exhausted: HikariCP pool stats show active=6/30, waiting=0.",
     "checkout-service's connection pool is not exhausted as seen from active=6/30, waiting=0",
     "checkout-service 的连接池未耗尽，但发现 active=6/30",
+    "checkout-service's connection pool does not appear to be exhausted: active=6/30, waiting=0",
 ])
 def test_a_denied_state_that_a_found_line_shows_is_an_observation_not_an_absence(text):
     """The healthy pool line answers "is the pool exhausted?" with "no": what the line shows, which the
@@ -155,6 +156,35 @@ def test_a_denied_state_that_a_found_line_shows_is_an_observation_not_an_absence
     "Pool exhaustion has not been found in checkout-service logs",
     "Pool exhaustion did not occur in checkout-service",
     "Failed to find pool exhaustion in checkout-service logs",
+    "checkout-service was not able to find any pool exhaustion",
+    # An adverb between the negation and its verb; a record as the place of what is denied.
+    "checkout-service 的日志没有再发现连接池耗尽",
+    "checkout-service 未曾出现连接池耗尽",
+    "checkout-service 的日志中没有连接池耗尽",
+    "checkout-service 的日志未见连接池耗尽",
+    "None of the checkout-service log lines mention pool exhaustion",
+    "There were no pool exhaustion lines in checkout-service",
+    "There aren't any pool exhaustion lines in checkout-service",
 ])
 def test_a_denied_existence_resting_on_a_found_line_is_still_an_absence(text):
     assert outside_state_denials(ABSENCE, text, ("checkout-service",))
+
+
+@pytest.mark.parametrize(("text", "line"), [
+    ("checkout-service 的 GET /api/cart returned 404 Not Found", "[11:20][WARN][checkout-service] GET /api/cart 404 Not Found"),
+    ("checkout-service DNS 解析失败：找不到主机 db-01", "[11:20][ERROR][checkout-service] DNS 解析失败：找不到主机 db-01"),
+    ("HikariPool-1 could not find an idle connection in checkout-service",
+     "[11:20][ERROR][checkout-service] HikariPool-1 could not find an idle connection"),
+])
+def test_words_of_absence_the_cited_line_says_too_are_quoted_not_the_claim_s_own(text, line):
+    target = Target(services=("checkout-service",), topics=())
+    ref = CitedRef(tool_name="query_logs", text=line, context=line, state=None, no_hit=False, searched="query_logs()",
+                   backfilled=False, indirect=False)
+    found = claim_blockers([claim(text, line)], {"c1": [ref]}, target, names=("checkout-service",))
+    assert "verdict.absence_on_hit" not in {f.rule for f in found.get("c1", [])}
+    # The same words, not in the line it cites, are the claim's own "nothing found".
+    other = "[11:20][INFO][checkout-service] HikariCP pool stats: active=6/30, idle=24, waiting=0"
+    found = claim_blockers([claim(text, other)], {"c1": [CitedRef(
+        tool_name="query_logs", text=other, context=other, state=None, no_hit=False, searched="query_logs()",
+        backfilled=False, indirect=False)]}, target, names=("checkout-service",))
+    assert "verdict.absence_on_hit" in {f.rule for f in found.get("c1", [])}

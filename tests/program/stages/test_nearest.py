@@ -37,6 +37,9 @@ def test_the_target_services_are_masked_and_the_rest_folded():
     assert masked("只确认 Billing-Service 的ＨｉｇｈErrorRate", ["billing-service"]) == "只确认 <service> 的higherrorrate"
     # The longer name first: one service's name inside another's is not masked apart.
     assert masked("api-gateway-v2 and api-gateway", ["api-gateway", "api-gateway-v2"]) == "<service> and <service>"
+    # A placeholder written is not masked again, whatever the other names.
+    assert masked("only check service and order-service", ["order-service", "service"]) == \
+        "only check <service> and <service>"
 
 
 @pytest.mark.parametrize("question, language, nearest", [
@@ -99,9 +102,24 @@ def test_the_pool_is_saved_and_loaded_with_the_program(cases, tmp_path, monkeypa
         after = loaded.executor.demos_for(question, plan_for("ledger-service"), language)
         assert [d["question"] for d in after] == [d["question"] for d in before]
 
-    # A pool that is no list of examples: the program is refused, and the diagnosis runs uncompiled.
+
+
+@pytest.mark.parametrize("damage", [
+    lambda pool: pool.append({"case_id": "no question"}),
+    lambda pool: pool[0].update(question=None),
+    lambda pool: pool[0].update(language="fr"),
+    lambda pool: pool[0]["plan"].update(target_services=3),
+    lambda pool: pool[0].update(plan=None),
+])
+def test_a_pool_that_nearest_could_not_read_is_refused_at_load(cases, tmp_path, monkeypatch, damage):
+    """Refused there, the diagnosis runs uncompiled and says why; loaded, every citation step would fail."""
+    monkeypatch.setenv("DIAGNOSIS_COMPILED_DIR", str(tmp_path))
+    cite = Cite()
+    cite.nearest = NearestDemo(POOL)
+    lm = good_lm(cases["high_memory_positive"])
+    path = save_program(cite, "20260101T000000Z", lm)
     state = json.loads(path.read_text())
-    state["executor.nearest"]["pool"] = [{"case_id": "no question"}]
+    damage(state["executor.nearest"]["pool"])
     path.write_text(json.dumps(state))
     assert newest_compiled() == path
     program, note = load_program(None, lm)

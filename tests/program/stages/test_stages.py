@@ -18,7 +18,7 @@ from program.stages.executor import Cite
 from program.stages.compose import Compose, composer_not_asked
 from program.stages.gather import Gather
 from program.stages.judge import Judge
-from program.stages.pipeline import Diagnosis
+from program.stages.pipeline import NEAREST, Diagnosis
 from program.stages.plan import Plan
 from program.stages.stage_errors import stage_error
 from contracts import Claim
@@ -37,12 +37,19 @@ def test_a_saved_program_keeps_the_predictor_names_compiled_files_are_stored_und
     path = tmp_path / "diagnosis.json"
     program.save(str(path))
     state = json.loads(path.read_text(encoding="utf-8"))
-    assert [name for name in state if name != "metadata"] == PREDICTOR_NAMES
+    assert [name for name in state if name not in ("metadata", NEAREST)] == PREDICTOR_NAMES
+    assert state[NEAREST] == {"pool": []}
     loaded = Diagnosis()
     assert len(loaded.planner.demos) == 2 and len(loaded.verifier.demos) == 10  # five cases, each in both languages
     loaded.load(str(path))
     assert len(loaded.planner.demos) == 1 and loaded.verifier.demos == []
     assert loaded.dump_state() == program.dump_state()
+    # A file saved before the citation step had a pool loads with an empty one.
+    del state[NEAREST]
+    path.write_text(json.dumps(state), encoding="utf-8")
+    older = Diagnosis()
+    older.load(str(path))
+    assert older.executor.nearest.pool == [] and older.dump_state() == program.dump_state()
 
 
 def test_a_copied_program_keeps_its_stages_and_their_demos():
