@@ -23,22 +23,30 @@ NARROW_MARKERS = (
 EXCLUSION = re.compile(
     r"(?:不要分析|不要扩展到|不要扩展|不要看|不要管|不用分析|不用看|不需要分析|无需分析|不分析|不考虑|别分析|别看|别管|"
     r"排除|跳过|do not analy[sz]e|don't analy[sz]e|do not look at|don't look at|do not check|don't check|"
-    r"do not include|without looking at|leave out|\bskip\b|\bexclude\b|\bexcluding\b|\bignore\b)"
-    r"\s*[:：]?\s*(?P<topics>[^。.;；!?？！]*)",
+    r"do not include|without looking at|leave out|\bskip\b|\bexclude\b|\bexcluding\b|\bignore\b)\s*[:：]?\s*",
     re.IGNORECASE,
 )
 # A marker that ends its clause ("Full GC 日志就别管了") excludes what stands before it in the clause:
 # after it, up to the clause's end, come only sentence-final particles (or 它, "it"), and before it
 # the clause's adverbs (就, 也, 先).
-PARTICLES = "了吧啊呢哦嘛呀啦罢吗哈呗嘞喔它~～ \t"
+PARTICLES = "了吧啊呢哦嘛呀啦罢哈呗嘞喔~～ \t"
+# An object that points back ("payment-service, skip it", "连接池别管它") is read like an empty one.
+POINTING = re.compile(r"^\s*(?:it|them|this|that|these|those|它们|它|这些|那些|这个|那个)?[" + PARTICLES + r"]*$",
+                      re.IGNORECASE)
 ADVERBS = re.compile(r"(?:就|也|都|先|暂时|暂且|\s)+$")
-# Where a clause begins and ends; a full stop or a colon inside a token (gc.log, 10:00) is neither.
+# Where a clause begins and ends, and where a sentence does; a full stop or a colon inside a token
+# (gc.log, 10:00) is neither.
 CLAUSE_MARK = re.compile(r"[，,；;。!?！？\n]|\.(?=\s|$)|[:：](?!\d)")
+SENTENCE_END = re.compile(r"[。;；!?！？\n]|\.(?=\s|$)")
+# A clause that asks: it ends in a question mark, or in 吗.
+ASKING = re.compile(r"(?:[?？]|吗\s*[?？]?)\s*$")
 # A double-quoted span (JSON's quoting) is text the question quotes, such as an alert's label values:
 # data, not the asker's words. Words in it that read like an exclusion ("skip order-service") exclude
 # nothing, and it names a service, an alert or a topic only when its whole value is that name.
 QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
-SPLIT = re.compile(r"\s*(?:、|,|，|/|以及|或者|或|和|及|\band\b|\bor\b)\s*", re.IGNORECASE)
+# A slash separates items only with space around it or beside Chinese: /api/health is one path.
+SPLIT = re.compile(r"\s*(?:、|,|，|\s/\s|(?<=[\u4e00-\u9fff])/|/(?=[\u4e00-\u9fff])|以及|或者|或|和|及|\band\b|\bor\b)\s*",
+                   re.IGNORECASE)
 ALIASES = {
     "数据库": ("database", "db", "数据库"),
     "慢查询": ("slow query", "慢查询"),
@@ -102,11 +110,14 @@ def asked_groups(named: Named, catalog: Catalog) -> list[tuple[str, ...]]:
 @dataclass(frozen=True)
 class Excluded:
     """A topic an exclusion clause names, and the span of the question it takes up (with the
-    marker, for the first topic after it or the last before it): what is left asks the question."""
+    marker, for the first topic after it or the last before it): what is left asks the question.
+    `name`: the topic is a whole name of the catalog (a service, an alert, a term, an order id) or a
+    quoted value, which no clause that asks can be."""
 
     topic: str
     start: int
     end: int
+    name: bool = False
 
 
 def _pieces(text: str, offset: int) -> list[tuple[str, int, int]]:
@@ -115,31 +126,60 @@ def _pieces(text: str, offset: int) -> list[tuple[str, int, int]]:
     return [(text[a:b].strip(), offset + a, offset + b) for a, b in zip(bounds[::2], bounds[1::2]) if text[a:b].strip()]
 
 
-def _candidates(text: str) -> list[Excluded]:
-    """What the exclusion markers of `text` name, each begun outside quoted text: the items after a
-    marker, to its sentence's end (a list may hold commas), or, when nothing but particles follows
-    it in its clause, the items before it in its clause. A marker whose clause ends in a question
-    mark asks whether to exclude ("OOM 是否可以排除？", "can we skip it?"): it excludes nothing."""
+def _is_name(item: str, catalog: Catalog) -> bool:
+    if QUOTED.fullmatch(item):
+        return True
+    folded = re.sub(r"^(?:the|a|an)\s+", "", fold(item).strip())
+    names = {fold(n) for n in (*catalog.services, *catalog.alert_names)} | {a for k, v in ALIASES.items() for a in (k, *v)}
+    return folded in names or any(folded in group for group in catalog.topic_groups()) or bool(ORDER.fullmatch(folded))
+
+
+def _candidates(text: str, catalog: Catalog) -> list[Excluded]:
+    """What the exclusion markers of `text` name, each begun outside quoted text, and each list
+    ending where the next marker begins. After a marker: the items of its clause, and of the clauses
+    after it in its sentence while each of their items is a whole name ("不要看 GC 日志，HikariCP，
+    数据库"); a clause that says anything else ("，重点看 p99") asks, and ends the list. When nothing but
+    particles follows a marker in its clause: the items before it in its clause. A marker whose
+    clause asks ("OOM 是否可以排除？", "can we skip it?", "就别管了吗") excludes nothing."""
     quoted = [m.span() for m in QUOTED.finditer(text)]
+    markers = [m for m in EXCLUSION.finditer(text) if not any(start < m.start() < end for start, end in quoted)]
     found = []
-    for m in EXCLUSION.finditer(text):
-        if any(start < m.start() < end for start, end in quoted):
+    for n, m in enumerate(markers):
+        stop = SENTENCE_END.search(text, m.end())
+        stop = min(stop.end() if stop else len(text), markers[n + 1].start() if n + 1 < len(markers) else len(text))
+        clauses = _clauses(text, m.end(), stop)
+        own_start, own_end = clauses[0]
+        if ASKING.search(text[own_start:stop if len(clauses) == 1 else clauses[1][0]]):
             continue
-        after = m.group("topics")
-        clause = CLAUSE_MARK.split(after, maxsplit=1)[0]
-        clause_end = m.start("topics") + len(clause)
-        if text[clause_end:clause_end + 1] in ("?", "？"):
+        if not POINTING.match(text[own_start:own_end]):
+            items = _pieces(text[own_start:own_end], own_start)
+            for start, end in clauses[1:]:
+                more = _pieces(text[start:end], start)
+                if not more or not all(_is_name(item, catalog) for item, _, _ in more):
+                    break
+                items += more
+            found += [Excluded(_unquoted(item.rstrip(PARTICLES)), m.start() if i == 0 else a, b,
+                               _is_name(item.rstrip(PARTICLES), catalog))
+                      for i, (item, a, b) in enumerate(items) if item.rstrip(PARTICLES)]
             continue
-        if clause.strip(PARTICLES):
-            items = _pieces(after, m.start("topics"))
-            found += [Excluded(_unquoted(item.rstrip(PARTICLES)), m.start() if n == 0 else a, b)
-                      for n, (item, a, b) in enumerate(items) if item.rstrip(PARTICLES)]
-            continue
-        begin = max((c.end() for c in CLAUSE_MARK.finditer(text, 0, m.start())), default=0)
-        items = _pieces(ADVERBS.sub("", text[begin:m.start()]), begin)
-        found += [Excluded(_unquoted(item), a, clause_end if n == len(items) - 1 else b)
-                  for n, (item, a, b) in enumerate(items)]
+        marks = list(CLAUSE_MARK.finditer(text, 0, m.start()))
+        begin, end = (marks[-1].end() if marks else 0), m.start()
+        if not text[begin:end].strip() and marks and not SENTENCE_END.fullmatch(marks[-1].group()):
+            # Nothing before it in its clause ("payment-service, skip it"): it points back to the clause before.
+            begin, end = (marks[-2].end() if len(marks) > 1 else 0), marks[-1].start()
+        items = _pieces(ADVERBS.sub("", text[begin:end]), begin)
+        found += [Excluded(_unquoted(item), a, own_end if i == len(items) - 1 else b, _is_name(item, catalog))
+                  for i, (item, a, b) in enumerate(items)]
     return found
+
+
+def _clauses(text: str, start: int, stop: int) -> list[tuple[int, int]]:
+    """The clauses of text[start:stop], as spans without the marks between them; at least one."""
+    spans, begin = [], start
+    for mark in CLAUSE_MARK.finditer(text, start, stop):
+        spans.append((begin, mark.start()))
+        begin = mark.end()
+    return spans + [(begin, stop)] if begin < stop or not spans else spans
 
 
 def _blanked(text: str, spans: list[Excluded]) -> str:
@@ -149,18 +189,19 @@ def _blanked(text: str, spans: list[Excluded]) -> str:
 
 
 def exclusions(text: str, catalog: Catalog) -> list[Excluded]:
-    """The topics `text` excludes in its own words. Each must leave the question a target, as a
-    planner's proposal must (`with_proposed_exclusions`): one that would take away every service or
-    every alert the question names is no exclusion but the asked clause, misread ("Full GC 日志就别管了，
-    只确认 order-service …" read from the marker to the sentence's end; "只确认 order-service 的健康检查
-    是否被跳过了", the marker as the asked verb)."""
-    whole = _named(text, catalog)
-    kept: list[Excluded] = []
-    for candidate in _candidates(text):
+    """The topics `text` excludes in its own words. A whole name is excluded as written. Any other
+    item must leave the question a target, as a planner's proposal must (`with_proposed_exclusions`):
+    one that would take away every service or every alert the question names outside its exclusions
+    of names is no exclusion but the asked clause, misread ("Full GC 日志就别管了，只确认 order-service …",
+    "只确认 order-service 的健康检查是否被跳过了", where the marker is the asked verb)."""
+    candidates = _candidates(text, catalog)
+    kept = [c for c in candidates if c.name]
+    asked = _named(_blanked(text, kept), catalog)
+    for candidate in (c for c in candidates if not c.name):
         rest = _named(_blanked(text, [*kept, candidate]), catalog)
-        if not (whole.services and not rest.services or whole.alerts and not rest.alerts):
+        if not (asked.services and not rest.services or asked.alerts and not rest.alerts):
             kept.append(candidate)
-    return kept
+    return sorted(kept, key=lambda e: e.start)
 
 
 def without_exclusions(text: str, catalog: Catalog) -> str:
@@ -195,7 +236,7 @@ def expand_terms(topics: list[str] | tuple[str, ...], catalog: Catalog, question
             continue
         terms.append(folded)
         for group in synonyms.values():
-            if not any(term in folded or folded in term for term in group if len(term) >= 3):
+            if not any(term in folded or (len(folded) >= 3 and folded in term) for term in group if len(term) >= 3):
                 continue
             asked_group = bool(asked) and bool(mentions(asked, list(group)))
             terms.extend(term for term in group if not asked_group or term in folded)

@@ -159,16 +159,36 @@ def state_denials(text: str, names: tuple[str, ...] = ()) -> list[tuple[int, int
     return spans + [m.span() for m in ALERT_DENIED.finditer(text)]
 
 
-def outside_state_denials(pattern: re.Pattern, text: str, names: tuple[str, ...] = (), quoted: str = "") -> bool:
+def outside_state_denials(pattern: re.Pattern, text: str, names: tuple[str, ...] = (),
+                          quoted: tuple[str, ...] = ()) -> bool:
     """Whether `pattern` (a negation, an absence) occurs in the text other than as the denial of an
     alert's state: "api-gateway 现在没有 HighErrorRate 告警在触发" says what state the alert is in,
-    "未找到 HighErrorRate 告警" that none was found. A match whose words `quoted` holds too (the lines
-    a claim cites) is the claim quoting them, not its own."""
+    "未找到 HighErrorRate 告警" that none was found. A match that one of the `quoted` texts (the
+    lines a claim cites) holds too, with the word on each side of it in its clause, is the text
+    quoting that line ("returned 404 Not Found" of "GET /api/cart 404 Not Found"), not its own: a
+    line that merely holds the words elsewhere ("404 Not Found" beside a claim that pool exhaustion
+    "was not found in" the logs) quotes nothing."""
     spans = state_denials(text, names)
-    held = statement_form(quoted).casefold()
+    text = statement_form(text)
+    lines = [statement_form(line).casefold() for line in quoted]
     return any(not any(start < m.end() and m.start() < end for start, end in spans)
-               and not (held and m.group().casefold() in held)
-               for m in pattern.finditer(statement_form(text)))
+               and not any(_with_neighbours(text, m).casefold() in line for line in lines)
+               for m in pattern.finditer(text))
+
+
+# A word, for the neighbours of a match: a run of letters, digits and the marks inside identifiers,
+# or one Chinese character.
+WORD = re.compile(r"[A-Za-z0-9_.\-/]+|[\u4e00-\u9fff]")
+
+
+def _with_neighbours(text: str, m: re.Match) -> str:
+    """The match with the word before it and the word after it, where its clause has them."""
+    clause_start = max((c.end() for c in CLAUSE_END.finditer(text, 0, m.start())), default=0)
+    following = CLAUSE_END.search(text, m.end())
+    clause_end = following.start() if following else len(text)
+    before = [w for w in WORD.finditer(text, clause_start, m.start()) if w.end() <= m.start()]
+    after = WORD.search(text, m.end(), clause_end)
+    return text[before[-1].start() if before else m.start():after.end() if after else m.end()]
 
 
 def only_denied(state: str, text: str) -> bool:

@@ -180,3 +180,27 @@ def test_the_asked_service_and_alert_stay_asked(question):
     names = question_names(question, CATALOG)
     assert names.services == ("order-service",) and names.alerts == ("HighMemoryUsage",)
     assert "highmemoryusage" not in read_scope(question, CATALOG).excluded_terms
+
+
+@pytest.mark.parametrize(("question", "topics", "services"), [
+    # A whole name excluded is excluded as written, even when it is the only service the question names.
+    ("排查最近的 OOM，跳过 payment-service", ("payment-service",), ()),
+    ("Which services have HighErrorRate firing? Skip user-service.", ("user-service",), ()),
+    # A list runs past its clause only through clauses of whole names, and ends where the next marker begins.
+    ("不要看 GC 日志，排查 order-service 慢请求，跳过 payment-service。", ("GC 日志", "payment-service"), ("order-service",)),
+    ("Skip GC, check whether api-gateway latency is high. Don't look at user-service.", ("GC", "user-service"),
+     ("api-gateway",)),
+    ("只确认 order-service 是否有慢请求，跳过 HikariCP 连接池，重点看 p99", ("HikariCP 连接池",), ("order-service",)),
+    ("只确认 order-service，不要看 GC 日志，内存为什么一直涨？", ("GC 日志",), ("order-service",)),
+    ("只确认 order-service 是否存在 HighMemoryUsage 告警，不要看 GC 日志，HikariCP，数据库", ("GC 日志", "HikariCP", "数据库"),
+     ("order-service",)),
+    ("Only check whether order-service has a HighMemoryUsage alert; skip the Full GC, HikariCP and the database.",
+     ("the Full GC", "HikariCP", "the database"), ("order-service",)),
+    # A path is one item; "it" points back to the clause before; 吗 asks.
+    ("只确认 api-gateway 的 5xx，跳过 /api/health", ("/api/health",), ("api-gateway",)),
+    ("Only check order-service latency. Payment-service, skip it.", ("Payment-service",), ("order-service",)),
+    ("只确认 order-service 的慢请求，payment-service 就别管了吗", (), ("order-service", "payment-service")),
+])
+def test_what_a_list_of_exclusions_holds_and_where_it_ends(question, topics, services):
+    assert read_scope(question, CATALOG).excluded_topics == topics
+    assert question_names(question, CATALOG).services == services

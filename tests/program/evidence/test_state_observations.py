@@ -9,7 +9,8 @@ from program.evidence.answer import contradicting_sentences
 from program.evidence.relevance import Target
 from program.evidence.numbers import misbound_numbers, quantities, ungrounded_numbers
 from program.evidence.statements import NEGATION, outside_state_denials
-from program.evidence.verdict import ABSENCE, CitedRef, claim_blockers, code_sees_support
+from program.evidence.absence import ABSENCE
+from program.evidence.verdict import CitedRef, claim_blockers, code_sees_support
 from contracts import Claim
 
 RESOLVED = "HighErrorRate resolved, service=api-gateway, current=0.4%, threshold=5%, duration=5m"
@@ -161,7 +162,6 @@ def test_a_denied_state_that_a_found_line_shows_is_an_observation_not_an_absence
     "checkout-service 的日志没有再发现连接池耗尽",
     "checkout-service 未曾出现连接池耗尽",
     "checkout-service 的日志中没有连接池耗尽",
-    "checkout-service 的日志未见连接池耗尽",
     "None of the checkout-service log lines mention pool exhaustion",
     "There were no pool exhaustion lines in checkout-service",
     "There aren't any pool exhaustion lines in checkout-service",
@@ -188,3 +188,27 @@ def test_words_of_absence_the_cited_line_says_too_are_quoted_not_the_claim_s_own
         tool_name="query_logs", text=other, context=other, state=None, no_hit=False, searched="query_logs()",
         backfilled=False, indirect=False)]}, target, names=("checkout-service",))
     assert "verdict.absence_on_hit" in {f.rule for f in found.get("c1", [])}
+
+
+@pytest.mark.parametrize(("text", "line"), [
+    # The cited line holds the words of absence, but not as the claim says them.
+    ("Connection pool exhaustion was not found in checkout-service logs", "GET /api/cart/999 404 Not Found"),
+    ("checkout-service 日志中未发现连接池耗尽", "[11:20][INFO][checkout-service] 自检完成，未发现异常"),
+    ("There is no connection pool exhaustion in checkout-service", "there is no pending migration"),
+])
+def test_a_line_that_holds_the_words_elsewhere_quotes_nothing(text, line):
+    target = Target(services=("checkout-service",), topics=())
+    ref = CitedRef(tool_name="query_logs", text=line, context=line, state=None, no_hit=False, searched="query_logs()",
+                   backfilled=False, indirect=False)
+    found = claim_blockers([claim(text, line)], {"c1": [ref]}, target, names=("checkout-service",))
+    assert "verdict.absence_on_hit" in {f.rule for f in found.get("c1", [])}
+
+
+@pytest.mark.parametrize("text", [
+    "checkout-service 的错误没有减少，error_rate=12%",
+    "checkout-service 缓存未命中率为 40%",
+    "None of the checkout-service requests succeeded: 503",
+    "checkout-service requests with no token returned 401",
+])
+def test_what_a_found_line_shows_of_a_count_or_an_outcome_is_no_absence(text):
+    assert not outside_state_denials(ABSENCE, text, ("checkout-service",))
