@@ -40,6 +40,9 @@ CLAUSE_MARK = re.compile(r"[，,；;。!?！？\n]|\.(?=\s|$)|[:：](?!\d)")
 SENTENCE_END = re.compile(r"[。;；!?！？\n]|\.(?=\s|$)")
 # A clause that asks: it ends in a question mark, or in 吗.
 ASKING = re.compile(r"(?:[?？]|吗\s*[?？]?)\s*$")
+# Words that ask or direct, which no item of a list of exclusions holds.
+ASKS = re.compile("|".join([*map(re.escape, NARROW_MARKERS), r"\b(?:whether|why|how|what|which|when|where|check|look|tell)\b",
+                            "是否", "为什么", "怎么", "如何", "哪", "什么", "排查", "确认", "重点", "看"]))
 # A double-quoted span (JSON's quoting) is text the question quotes, such as an alert's label values:
 # data, not the asker's words. Words in it that read like an exclusion ("skip order-service") exclude
 # nothing, and it names a service, an alert or a topic only when its whole value is that name.
@@ -126,12 +129,26 @@ def _pieces(text: str, offset: int) -> list[tuple[str, int, int]]:
     return [(text[a:b].strip(), offset + a, offset + b) for a, b in zip(bounds[::2], bounds[1::2]) if text[a:b].strip()]
 
 
+def _names(catalog: Catalog) -> set[str]:
+    """Every whole name an exclusion may hold: services, alerts, catalog terms and their aliases."""
+    return ({fold(n) for n in (*catalog.services, *catalog.alert_names)} | {a for k, v in ALIASES.items() for a in (k, *v)}
+            | {t for group in catalog.topic_groups() for t in group if t})
+
+
 def _is_name(item: str, catalog: Catalog) -> bool:
-    if QUOTED.fullmatch(item):
-        return True
     folded = re.sub(r"^(?:the|a|an)\s+", "", fold(item).strip())
-    names = {fold(n) for n in (*catalog.services, *catalog.alert_names)} | {a for k, v in ALIASES.items() for a in (k, *v)}
-    return folded in names or any(folded in group for group in catalog.topic_groups()) or bool(ORDER.fullmatch(folded))
+    return bool(QUOTED.fullmatch(item)) or folded in _names(catalog) or bool(ORDER.fullmatch(folded))
+
+
+def _continues(clause: str, items: list[tuple[str, int, int]], catalog: Catalog) -> bool:
+    """Whether a clause after an exclusion's own goes on with its list ("do not analyse order 123,
+    OOM, slow database queries, the connection pool or user-service"): each item names something of
+    the catalog (a whole name, or a phrase holding one), and the clause does not ask (a narrow
+    marker, a question word, 重点看: "，重点看 p99", ", why is memory growing")."""
+    if not items or ASKS.search(fold(clause)):
+        return False
+    names = _names(catalog)
+    return all(_is_name(item, catalog) or mentions(item, [n for n in names if len(n) >= 3]) for item, _, _ in items)
 
 
 def _candidates(text: str, catalog: Catalog) -> list[Excluded]:
@@ -155,7 +172,7 @@ def _candidates(text: str, catalog: Catalog) -> list[Excluded]:
             items = _pieces(text[own_start:own_end], own_start)
             for start, end in clauses[1:]:
                 more = _pieces(text[start:end], start)
-                if not more or not all(_is_name(item, catalog) for item, _, _ in more):
+                if not _continues(text[start:end], more, catalog):
                     break
                 items += more
             found += [Excluded(_unquoted(item.rstrip(PARTICLES)), m.start() if i == 0 else a, b,
