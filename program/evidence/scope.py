@@ -27,8 +27,8 @@ EXCLUSION = re.compile(
     re.IGNORECASE,
 )
 # A marker that ends its clause ("Full GC 日志就别管了") excludes what stands before it in the clause:
-# after it, up to the clause's end, come only sentence-final particles (or 它, "it"), and before it
-# the clause's adverbs (就, 也, 先).
+# after it, up to the clause's end, come only sentence-final particles, and before it the clause's
+# adverbs (就, 也, 先).
 PARTICLES = "了吧啊呢哦嘛呀啦罢哈呗嘞喔~～ \t"
 # An object that points back ("payment-service, skip it", "连接池别管它") is read like an empty one.
 POINTING = re.compile(r"^\s*(?:it|them|this|that|these|those|它们|它|这些|那些|这个|那个)?[" + PARTICLES + r"]*$",
@@ -154,10 +154,10 @@ def _continues(clause: str, items: list[tuple[str, int, int]], catalog: Catalog)
 def _candidates(text: str, catalog: Catalog) -> list[Excluded]:
     """What the exclusion markers of `text` name, each begun outside quoted text, and each list
     ending where the next marker begins. After a marker: the items of its clause, and of the clauses
-    after it in its sentence while each of their items is a whole name ("不要看 GC 日志，HikariCP，
-    数据库"); a clause that says anything else ("，重点看 p99") asks, and ends the list. When nothing but
-    particles follows a marker in its clause: the items before it in its clause. A marker whose
-    clause asks ("OOM 是否可以排除？", "can we skip it?", "就别管了吗") excludes nothing."""
+    after it in its sentence while they go on with the list (`_continues`: "不要看 GC 日志，HikariCP，
+    数据库"). When nothing but particles, or a word that points back, follows a marker in its clause:
+    the items before it in its clause, or in the clause before ("payment-service, skip it"). A
+    marker whose clause asks ("OOM 是否可以排除？", "can we skip it?", "就别管了吗") excludes nothing."""
     quoted = [m.span() for m in QUOTED.finditer(text)]
     markers = [m for m in EXCLUSION.finditer(text) if not any(start < m.start() < end for start, end in quoted)]
     found = []
