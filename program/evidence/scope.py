@@ -20,12 +20,22 @@ NARROW_MARKERS = (
     "only confirm", "only check", "only look", "do not analyse", "do not analyze", "don't analyse",
     "don't analyze", "do not expand", "whether there is",
 )
+# An exclusion marker: a negation of attending to something ("不要看", "暂不考虑", "don't bother with"),
+# built from its parts, or a verb that excludes ("跳过", "skip").
+_NOT_ZH = r"(?:不要|不用|不必|无需|不需要|别|先不|暂不|暂时不)"
+_ATTEND_ZH = r"(?:扩展到|扩展|分析|排查|查看|考虑|关注|看|管|查)"
+_NOT_EN = r"(?:do\s+not|don't|no\s+need\s+to|needn't)"
+_ATTEND_EN = r"(?:look\s+at|check|analy[sz]e|include|bother\s+with|worry\s+about|consider)"
 EXCLUSION = re.compile(
-    r"(?:不要分析|不要扩展到|不要扩展|不要看|不要管|不用分析|不用看|不需要分析|无需分析|不分析|不考虑|别分析|别看|别管|"
-    r"排除|跳过|do not analy[sz]e|don't analy[sz]e|do not look at|don't look at|do not check|don't check|"
-    r"do not include|without looking at|leave out|\bskip\b|\bexclude\b|\bexcluding\b|\bignore\b)\s*[:：]?\s*",
+    rf"(?:{_NOT_ZH}{_ATTEND_ZH}|不(?:分析|考虑|看)|排除|跳过|忽略|{_NOT_EN}\s+{_ATTEND_EN}\b|without\s+looking\s+at|"
+    r"leave\s+out|never\s+mind|\bskip\b|\bexclude\b|\bexcluding\b|\bignore\b)\s*[:：]?\s*",
     re.IGNORECASE,
 )
+# An item that names what is left ("everything but HikariCP", "内存溢出以外的"): it excludes the rest,
+# which code cannot spell, so it excludes nothing here.
+COMPLEMENT = re.compile(r"\b(?:but|except|other\s+than|apart\s+from|besides|not)\b|以外|之外|除了|其他|其它|非", re.IGNORECASE)
+# A marker told as what happened ("为什么跳过了连接池预热", "排除了哪些事件"): no order.
+TOLD = re.compile(r"^\s*[了过]")
 # A marker that ends its clause ("Full GC 日志就别管了") excludes what stands before it in the clause:
 # after it, up to the clause's end, come only sentence-final particles, and before it the clause's
 # adverbs (就, 也, 先).
@@ -33,21 +43,21 @@ PARTICLES = "了吧啊呢哦嘛呀啦罢哈呗嘞喔~～ \t"
 # An object that points back ("payment-service, skip it", "连接池别管它") is read like an empty one.
 POINTING = re.compile(r"^\s*(?:it|them|this|that|these|those|它们|它|这些|那些|这个|那个)?[" + PARTICLES + r"]*$",
                       re.IGNORECASE)
-ADVERBS = re.compile(r"(?:就|也|都|先|暂时|暂且|\s)+$")
+ADVERBS = re.compile(r"(?:就|也|都|先|暂时|暂且|暂|\s)+$")
 # Where a clause begins and ends, and where a sentence does; a full stop or a colon inside a token
 # (gc.log, 10:00) is neither.
 CLAUSE_MARK = re.compile(r"[，,；;。!?！？\n]|\.(?=\s|$)|[:：](?!\d)")
 SENTENCE_END = re.compile(r"[。;；!?！？\n]|\.(?=\s|$)")
 # A clause that asks: it ends in a question mark, or in 吗.
 ASKING = re.compile(r"(?:[?？]|吗\s*[?？]?)\s*$")
-# Words that ask or direct, which no item of a list of exclusions holds.
-ASKS = re.compile("|".join([*map(re.escape, NARROW_MARKERS), r"\b(?:whether|why|how|what|which|when|where|check|look|tell)\b",
-                            "是否", "为什么", "怎么", "如何", "哪", "什么", "排查", "确认", "重点", "看"]))
+# Words that ask, which no exclusion's clause holds before its marker ("why does order-service ignore …").
+QUESTION_WORDS = re.compile(r"\b(?:whether|why|how|what|which|when|where|does|did)\b|是否|为什么|怎么|如何|哪|什么", re.IGNORECASE)
 # A double-quoted span (JSON's quoting) is text the question quotes, such as an alert's label values:
 # data, not the asker's words. Words in it that read like an exclusion ("skip order-service") exclude
 # nothing, and it names a service, an alert or a topic only when its whole value is that name.
 QUOTED = re.compile(r'"(?:[^"\\]|\\.)*"')
 # A slash separates items only with space around it or beside Chinese: /api/health is one path.
+CONJUNCTION = re.compile(r"以及|或者|或|和|及|\band\b|\bor\b", re.IGNORECASE)
 SPLIT = re.compile(r"\s*(?:、|,|，|\s/\s|(?<=[\u4e00-\u9fff])/|/(?=[\u4e00-\u9fff])|以及|或者|或|和|及|\band\b|\bor\b)\s*",
                    re.IGNORECASE)
 ALIASES = {
@@ -140,21 +150,41 @@ def _is_name(item: str, catalog: Catalog) -> bool:
     return bool(QUOTED.fullmatch(item)) or folded in _names(catalog) or bool(ORDER.fullmatch(folded))
 
 
-def _continues(clause: str, items: list[tuple[str, int, int]], catalog: Catalog) -> bool:
-    """Whether a clause after an exclusion's own goes on with its list ("do not analyse order 123,
-    OOM, slow database queries, the connection pool or user-service"): each item names something of
-    the catalog (a whole name, or a phrase holding one), and the clause does not ask (a narrow
-    marker, a question word, 重点看: "，重点看 p99", ", why is memory growing")."""
-    if not items or ASKS.search(fold(clause)):
-        return False
-    names = _names(catalog)
-    return all(_is_name(item, catalog) or mentions(item, [n for n in names if len(n) >= 3]) for item, _, _ in items)
+def _is_item(item: str, catalog: Catalog) -> bool:
+    """An item of a list of names: a whole name, in the singular or the plural ("slow queries")."""
+    return _is_name(item, catalog) or _is_name(_singular(item), catalog)
+
+
+def _singular(text: str) -> str:
+    return re.sub(r"(?<=[a-z])(?:ies|es|s)\b", lambda m: "y" if m.group() == "ies" else "", fold(text))
+
+
+def _list_clauses(text: str, clauses: list[tuple[int, int]], catalog: Catalog) -> int:
+    """How many of the clauses after an exclusion's own go on with its list. A list goes on through
+    clauses of names ("不要看 GC 日志，HikariCP，数据库"), or up to the clause that ends it with a
+    conjunction, when every item up to there names something of the catalog ("do not analyse order
+    123, OOM, slow database queries, the connection pool or user-service"). A clause that says
+    anything else ("，关注连接池耗尽", ", focus on p99", ", memory is fine") ends it."""
+    names = [n for n in _names(catalog) if len(n) >= 3]
+    taken = 0
+    for n, (start, end) in enumerate(clauses):
+        items = _pieces(text[start:end], start)
+        if not items or QUESTION_WORDS.search(text[start:end]):
+            break
+        if all(_is_item(item, catalog) for item, _, _ in items):
+            taken = n + 1
+            continue
+        if not all(mentions(item, names) for item, _, _ in items):
+            break
+        if CONJUNCTION.search(text[start:end]):
+            return n + 1
+    return taken
 
 
 def _candidates(text: str, catalog: Catalog) -> list[Excluded]:
     """What the exclusion markers of `text` name, each begun outside quoted text, and each list
     ending where the next marker begins. After a marker: the items of its clause, and of the clauses
-    after it in its sentence while they go on with the list (`_continues`: "不要看 GC 日志，HikariCP，
+    after it in its sentence while they go on with the list (`_list_clauses`: "不要看 GC 日志，HikariCP，
     数据库"). When nothing but particles, or a word that points back, follows a marker in its clause:
     the items before it in its clause, or in the clause before ("payment-service, skip it"). A
     marker whose clause asks ("OOM 是否可以排除？", "can we skip it?", "就别管了吗") excludes nothing."""
@@ -169,15 +199,15 @@ def _candidates(text: str, catalog: Catalog) -> list[Excluded]:
         if ASKING.search(text[own_start:stop if len(clauses) == 1 else clauses[1][0]]):
             continue
         if not POINTING.match(text[own_start:own_end]):
-            items = _pieces(text[own_start:own_end], own_start)
-            for start, end in clauses[1:]:
-                more = _pieces(text[start:end], start)
-                if not _continues(text[start:end], more, catalog):
-                    break
-                items += more
+            if TOLD.match(text[own_start:own_end]) or QUESTION_WORDS.search(text[_clause_start(text, m.start()):m.start()]):
+                continue
+            items = [i for start, end in clauses[:1 + _list_clauses(text, clauses[1:], catalog)]
+                     for i in _pieces(text[start:end], start)]
             found += [Excluded(_unquoted(item.rstrip(PARTICLES)), m.start() if i == 0 else a, b,
                                _is_name(item.rstrip(PARTICLES), catalog))
-                      for i, (item, a, b) in enumerate(items) if item.rstrip(PARTICLES)]
+                      for i, (item, a, b) in enumerate(items) if item.rstrip(PARTICLES) and not COMPLEMENT.search(item)]
+            continue
+        if QUESTION_WORDS.search(text[_clause_start(text, m.start()):m.start()]):
             continue
         marks = list(CLAUSE_MARK.finditer(text, 0, m.start()))
         begin, end = (marks[-1].end() if marks else 0), m.start()
@@ -186,8 +216,12 @@ def _candidates(text: str, catalog: Catalog) -> list[Excluded]:
             begin, end = (marks[-2].end() if len(marks) > 1 else 0), marks[-1].start()
         items = _pieces(ADVERBS.sub("", text[begin:end]), begin)
         found += [Excluded(_unquoted(item), a, own_end if i == len(items) - 1 else b, _is_name(item, catalog))
-                  for i, (item, a, b) in enumerate(items)]
+                  for i, (item, a, b) in enumerate(items) if not COMPLEMENT.search(item)]
     return found
+
+
+def _clause_start(text: str, at: int) -> int:
+    return max((c.end() for c in CLAUSE_MARK.finditer(text, 0, at)), default=0)
 
 
 def _clauses(text: str, start: int, stop: int) -> list[tuple[int, int]]:
@@ -252,17 +286,24 @@ def expand_terms(topics: list[str] | tuple[str, ...], catalog: Catalog, question
         if not folded:
             continue
         terms.append(folded)
+        spellings = (folded, _singular(folded))
         for group in synonyms.values():
-            if not any(term in folded or (len(folded) >= 3 and folded in term) for term in group if len(term) >= 3):
+            if not any(term in spelled or (_word(folded) and folded in term)
+                       for term in group if _word(term) for spelled in spellings):
                 continue
             asked_group = bool(asked) and bool(mentions(asked, list(group)))
             terms.extend(term for term in group if not asked_group or term in folded)
         for key, aliases in ALIASES.items():
-            if key in folded:
-                terms.extend(aliases)
+            if any(mentions(spelled, [alias]) for alias in (key, *aliases) for spelled in spellings):
+                terms.extend((key, *aliases))
         for number in ORDER.findall(folded):
             terms.extend((f"order {number}", f"order-{number}", f"order{number}", f"订单{number}"))
     return tuple(dict.fromkeys(t for t in terms if t))
+
+
+def _word(term: str) -> bool:
+    """Long enough to stand for a word inside another: three letters, or two Chinese characters."""
+    return len(term) >= 3 or (len(term) == 2 and all("\u4e00" <= ch <= "\u9fff" for ch in term))
 
 
 def read_scope(question: str, catalog: Catalog) -> Scope:

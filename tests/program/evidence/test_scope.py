@@ -204,3 +204,36 @@ def test_the_asked_service_and_alert_stay_asked(question):
 def test_what_a_list_of_exclusions_holds_and_where_it_ends(question, topics, services):
     assert read_scope(question, CATALOG).excluded_topics == topics
     assert question_names(question, CATALOG).services == services
+
+
+@pytest.mark.parametrize(("question", "topics"), [
+    # A clause that directs after the list ends it: the asked topic is not excluded.
+    ("order-service 为什么响应慢？不要看 CPU，关注连接池耗尽", ("CPU",)),
+    ("Check whether payment-service has HighErrorRate; ignore the connection pool and OOM, focus on p99.",
+     ("the connection pool", "OOM")),
+    ("Only confirm whether order-service has SlowQuery; skip CPU, memory is fine, slow query logs matter.", ("CPU",)),
+    # A marker told as what happened, or asked about, is no order.
+    ("Why does order-service ignore the HikariCP connection timeout setting", ()),
+    ("order-service 为什么跳过了连接池预热，导致启动后 p99 升高", ()),
+    ("order-service 的 GC 日志里排除了哪些 Full GC 事件", ()),
+    # An item that names what is left excludes nothing code can spell.
+    ("Skip everything but HikariCP; is order-service's pool exhausted?", ()),
+    ("只确认 order-service 是否存在 PodOOMKilled，内存溢出以外的别管", ()),
+    ("Only check order-service memory, excluding anything not related to heap.", ()),
+    # Markers built from a negation and a verb of attention.
+    ("Full GC 日志先不看，只确认 order-service 是否存在 HighMemoryUsage 告警", ("Full GC 日志",)),
+    ("忽略 CPU 和 OOM，只确认 order-service 的慢请求", ("CPU", "OOM")),
+    ("CPU 暂不考虑，只确认 order-service 的慢请求", ("CPU",)),
+])
+def test_an_exclusion_is_an_order_about_named_things(question, topics):
+    assert read_scope(question, CATALOG).excluded_topics == topics
+
+
+@pytest.mark.parametrize(("question", "spellings"), [
+    ("Only check order-service; skip the Full GC, HikariCP and the database.", {"database", "db", "数据库"}),
+    ("Ignore the slow queries; only check order-service memory", {"slow query", "慢查询"}),
+    ("只看 payment-service 的 CPU，不考虑内存和 GC", {"memory", "heap"}),
+])
+def test_an_excluded_topic_is_spelled_by_its_group_in_the_plural_with_an_article_or_in_two_characters(question,
+                                                                                                       spellings):
+    assert spellings <= set(read_scope(question, CATALOG).excluded_terms)
