@@ -115,11 +115,6 @@ def _named(text: str, catalog: Catalog) -> Named:
                  unknown=tuple(dict.fromkeys(v for v in values if fold_label(v) not in known)))
 
 
-def asked_groups(named: Named, catalog: Catalog) -> list[tuple[str, ...]]:
-    """The catalog's topic groups that the named part of a question speaks of."""
-    return [g for g in catalog.topic_groups() if mentions(named.own, list(g)) or set(g) & set(named.quoted_terms)]
-
-
 @dataclass(frozen=True)
 class Excluded:
     """A topic an exclusion clause names, and the span of the question it takes up (with the
@@ -145,36 +140,37 @@ def _names(catalog: Catalog) -> set[str]:
             | {t for group in catalog.topic_groups() for t in group if t})
 
 
-def _is_name(item: str, catalog: Catalog) -> bool:
+def _is_name(item: str, names: set[str]) -> bool:
+    """`item` is one of `names` (`_names`), an order id or a quoted value."""
     folded = re.sub(r"^(?:the|a|an)\s+", "", fold(item).strip())
-    return bool(QUOTED.fullmatch(item)) or folded in _names(catalog) or bool(ORDER.fullmatch(folded))
+    return bool(QUOTED.fullmatch(item)) or folded in names or bool(ORDER.fullmatch(folded))
 
 
-def _is_item(item: str, catalog: Catalog) -> bool:
+def _is_item(item: str, names: set[str]) -> bool:
     """An item of a list of names: a whole name, in the singular or the plural ("slow queries")."""
-    return _is_name(item, catalog) or _is_name(_singular(item), catalog)
+    return _is_name(item, names) or _is_name(_singular(item), names)
 
 
 def _singular(text: str) -> str:
     return re.sub(r"(?<=[a-z])(?:ies|es|s)\b", lambda m: "y" if m.group() == "ies" else "", fold(text))
 
 
-def _list_clauses(text: str, clauses: list[tuple[int, int]], catalog: Catalog) -> int:
+def _list_clauses(text: str, clauses: list[tuple[int, int]], names: set[str]) -> int:
     """How many of the clauses after an exclusion's own go on with its list. A list goes on through
     clauses of names ("不要看 GC 日志，HikariCP，数据库"), or up to the clause that ends it with a
     conjunction, when every item up to there names something of the catalog ("do not analyse order
     123, OOM, slow database queries, the connection pool or user-service"). A clause that says
     anything else ("，关注连接池耗尽", ", focus on p99", ", memory is fine") ends it."""
-    names = [n for n in _names(catalog) if len(n) >= 3]
+    words = [n for n in names if len(n) >= 3]
     taken = 0
     for n, (start, end) in enumerate(clauses):
         items = _pieces(text[start:end], start)
         if not items or QUESTION_WORDS.search(text[start:end]):
             break
-        if all(_is_item(item, catalog) for item, _, _ in items):
+        if all(_is_item(item, names) for item, _, _ in items):
             taken = n + 1
             continue
-        if not all(mentions(item, names) for item, _, _ in items):
+        if not all(mentions(item, words) for item, _, _ in items):
             break
         if CONJUNCTION.search(text[start:end]):
             return n + 1
@@ -190,24 +186,24 @@ def _candidates(text: str, catalog: Catalog) -> list[Excluded]:
     marker whose clause asks ("OOM 是否可以排除？", "can we skip it?", "就别管了吗") excludes nothing."""
     quoted = [m.span() for m in QUOTED.finditer(text)]
     markers = [m for m in EXCLUSION.finditer(text) if not any(start < m.start() < end for start, end in quoted)]
+    names = _names(catalog)
     found = []
     for n, m in enumerate(markers):
         stop = SENTENCE_END.search(text, m.end())
         stop = min(stop.end() if stop else len(text), markers[n + 1].start() if n + 1 < len(markers) else len(text))
         clauses = _clauses(text, m.end(), stop)
         own_start, own_end = clauses[0]
-        if ASKING.search(text[own_start:stop if len(clauses) == 1 else clauses[1][0]]):
+        if ASKING.search(text[own_start:stop if len(clauses) == 1 else clauses[1][0]]) or \
+                QUESTION_WORDS.search(text[_clause_start(text, m.start()):m.start()]):
             continue
         if not POINTING.match(text[own_start:own_end]):
-            if TOLD.match(text[own_start:own_end]) or QUESTION_WORDS.search(text[_clause_start(text, m.start()):m.start()]):
+            if TOLD.match(text[own_start:own_end]):
                 continue
-            items = [i for start, end in clauses[:1 + _list_clauses(text, clauses[1:], catalog)]
+            items = [i for start, end in clauses[:1 + _list_clauses(text, clauses[1:], names)]
                      for i in _pieces(text[start:end], start)]
             found += [Excluded(_unquoted(item.rstrip(PARTICLES)), m.start() if i == 0 else a, b,
-                               _is_name(item.rstrip(PARTICLES), catalog))
+                               _is_name(item.rstrip(PARTICLES), names))
                       for i, (item, a, b) in enumerate(items) if item.rstrip(PARTICLES) and not COMPLEMENT.search(item)]
-            continue
-        if QUESTION_WORDS.search(text[_clause_start(text, m.start()):m.start()]):
             continue
         marks = list(CLAUSE_MARK.finditer(text, 0, m.start()))
         begin, end = (marks[-1].end() if marks else 0), m.start()
@@ -215,7 +211,7 @@ def _candidates(text: str, catalog: Catalog) -> list[Excluded]:
             # Nothing before it in its clause ("payment-service, skip it"): it points back to the clause before.
             begin, end = (marks[-2].end() if len(marks) > 1 else 0), marks[-1].start()
         items = _pieces(ADVERBS.sub("", text[begin:end]), begin)
-        found += [Excluded(_unquoted(item), a, own_end if i == len(items) - 1 else b, _is_name(item, catalog))
+        found += [Excluded(_unquoted(item), a, own_end if i == len(items) - 1 else b, _is_name(item, names))
                   for i, (item, a, b) in enumerate(items) if not COMPLEMENT.search(item)]
     return found
 
@@ -370,7 +366,7 @@ def with_proposed_exclusions(scope: Scope, proposed: list[str], question: str, c
     whole = {fold(v) for v in quoted_values(text)}
     asked = question_names(question, catalog)
     named = {"service": [s.casefold() for s in asked.services], "alert": [a.casefold() for a in asked.alerts]}
-    groups = asked_groups(asked, catalog)
+    groups = [g for g in catalog.topic_groups() if mentions(asked.own, list(g)) or set(g) & set(asked.quoted_terms)]
     topics, refused = list(scope.excluded_topics), []
     for topic in proposed:
         term = fold(topic).strip()
