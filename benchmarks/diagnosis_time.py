@@ -33,7 +33,7 @@ import dspy
 from devset import load_cases
 from program.entry.api import diagnose
 from program.store.audit import AuditStore
-from program.evidence.scope import mentions
+from program.evidence.question_words import mentions
 from program.lm.engine import EMBEDDED, base_engine, lm_spec, narrows, resolve_lm
 from program.stages.pipeline import Diagnosis
 from program.lm.transcript import recording_lm, replaying_lm

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from program.evidence.gatekeeper import check
 from program.evidence.statements import CLEARED_WORDS, negated, statement_form
-from program.evidence.scope import mentions
+from program.evidence.question_words import mentions
 from contracts import (
     NARROW_MAX_CLAIMS,
     NARROW_MIN_CLAIMS,

@@ -29,7 +29,8 @@ from program.evidence.checks import CUT_OFF, CitationCheck, Checked, Review, che
 from program.evidence.citations import Menu
 from program.evidence.language import question_language
 from program.evidence.relevance import Target
-from program.evidence.scope import Scope, mentions
+from program.evidence.question_words import mentions
+from program.evidence.scope import Scope
 from program.evidence.screen import Screen, Screening
 from program.stages.named_alerts import named_alert_calls
 from program.stages.run import Run
@@ -285,7 +286,7 @@ def checked_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatu
     return check_citations(recorded.store, recorded.toolbox, CitationCheck(
         session_id=recorded.session_id, question=recorded.case["question"], output=output,
         parse_status=parse or ParseStatus(status="valid", detail="parsed executor evidence contract"),
-        target=recorded.target, refused=tuple(refused), excluded_terms=recorded.scope.excluded_terms,
+        target=recorded.target, refused=tuple(refused), excluded=recorded.scope.exclusion,
         names=recorded.names, topics=tuple(recorded.topics), retry_context=context, text_cap=text_cap,
         screen=recorded.screen))
 

@@ -14,6 +14,7 @@ import dspy
 
 from program.evidence.checks import retry_text
 from program.evidence.relevance import Target
+from program.evidence.scope import Exclusion
 from program.evidence.screen import Screen, Screening
 from program.evidence.verdict import SECOND_LOOK_SHARE, second_look_blocker
 from contracts import (
@@ -204,7 +205,7 @@ def _screened(calls: list[ToolInvocation], service: str, question: str, excluded
     for topic in excluded:
         asked = asked.replace(topic, " ")
     screen = Screen(target=Target(services=(service,), topics=(), alerts=alerts),
-                    excluded_terms=tuple(term.casefold() for term in excluded), narrow=True, asked=asked)
+                    excluded=Exclusion(tuple(term.casefold() for term in excluded)), narrow=True, asked=asked)
     return screen(calls)
 
 

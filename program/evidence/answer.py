@@ -23,7 +23,8 @@ from program.evidence.injection import addresses_the_model, restated_instruction
 from program.evidence.language import TEXT, no_hit_sentence, say, verdict_text
 from program.evidence.canonical import canonical
 from program.evidence.relevance import unnamed_topics
-from program.evidence.scope import mentions
+from program.evidence.question_words import mentions
+from program.evidence.scope import Exclusion
 from program.evidence.numbers import misbound_numbers, ungrounded_numbers
 from program.evidence.statements import CLAUSE_END, NEGATION, outside_state_denials, sentences, state_conflicts
 from program.evidence.names import IDENTIFIER, marked_names
@@ -131,7 +132,7 @@ def scan_answer(
     *,
     verified: list[Claim],
     blocked: list[Claim],
-    excluded_terms: tuple[str, ...],
+    excluded: Exclusion,
     ref_texts: list[str],
     names: tuple[str, ...] = (),
     cited: dict[str, list[CitedRef]] | None = None,
@@ -172,7 +173,7 @@ def scan_answer(
         claim_text = canonical(claim.claim_text).text
         if claim_text and claim_text not in verified_texts and claim_text in folded:
             reasons.append(f"the answer states blocked claim {claim.claim_id}")
-    hits = mentions(text, excluded_terms)
+    hits = excluded.hits(text)
     if hits:
         reasons.append(f"the answer mentions excluded topic(s): {', '.join(hits)}")
     restated = (restated_instruction(sentence, ref_texts, tuple(topics), names) for sentence in sentences(text))
@@ -189,7 +190,7 @@ def scan_answer(
 
 
 def deterministic_answer(verdict: Verdict, verified: list[Claim], failed_rules: list[str], *,
-                         cited: dict[str, list[CitedRef]] | None = None, excluded_terms: tuple[str, ...] = (),
+                         cited: dict[str, list[CitedRef]] | None = None, excluded: Exclusion = Exclusion(),
                          language: Language = "zh", possible_matches: list[str] | tuple[str, ...] = (),
                          failed_calls: list[str] | tuple[str, ...] = (),
                          unread: list[tuple[str, tuple[str, ...]]] | tuple = (),
@@ -206,23 +207,23 @@ def deterministic_answer(verdict: Verdict, verified: list[Claim], failed_rules: 
     nothing without reading every line in their scope, each with what went unread. Written in `language`."""
     cited = cited or {}
     lines = [verdict_text(language, verdict)]
-    in_scope = [c for c in verified if not mentions(fact_line(c, cited), excluded_terms)]
+    in_scope = [c for c in verified if not excluded.hits(fact_line(c, cited))]
     if len(in_scope) < len(verified):
         lines.append(say(language, "excluded_note"))
-    lines += _verified_lines(in_scope, cited, excluded_terms, language)
+    lines += _verified_lines(in_scope, cited, excluded, language)
     # "Nothing could be verified" is said only when nothing was: a finding hidden because it names
     # an excluded topic was still verified, and saying otherwise would contradict the verdict.
     if not verified:
-        lines += _unverified_lines(found, possible_matches, failed_rules, excluded_terms, language, set_aside)
-    shown = [line for line in possible_matches if not mentions(line, excluded_terms)][:MAX_POSSIBLE_MATCHES]
+        lines += _unverified_lines(found, possible_matches, failed_rules, excluded, language, set_aside)
+    shown = [line for line in possible_matches if not excluded.hits(line)][:MAX_POSSIBLE_MATCHES]
     if shown:
         lines.append(say(language, "possible_matches"))
         lines.extend(f"- {line}" for line in shown)
-    calls = [call for call in failed_calls if not mentions(call, excluded_terms)]
+    calls = [call for call in failed_calls if not excluded.hits(call)]
     if calls:
         lines.append(say(language, "failed_calls"))
         lines.extend(f"- {call}" for call in calls)
-    incomplete = [(search, places) for search, places in unread if not mentions(search, excluded_terms)]
+    incomplete = [(search, places) for search, places in unread if not excluded.hits(search)]
     if incomplete:
         lines.append(say(language, "unread"))
         lines.extend(say(language, "unread_line", search=search, places=shown_places(places))
@@ -230,7 +231,7 @@ def deterministic_answer(verdict: Verdict, verified: list[Claim], failed_rules: 
     return "\n".join(lines)
 
 
-def _verified_lines(verified: list[Claim], cited: dict[str, list[CitedRef]], excluded_terms: tuple[str, ...],
+def _verified_lines(verified: list[Claim], cited: dict[str, list[CitedRef]], excluded: Exclusion,
                     language: Language) -> list[str]:
     """The verified claims with the clauses they cite, then what each verified negative's searches verified."""
     lines = []
@@ -241,7 +242,7 @@ def _verified_lines(verified: list[Claim], cited: dict[str, list[CitedRef]], exc
     for claim in verified:
         if claim.claim_type == "negative_observation":
             lines += [line for ref in cited.get(claim.claim_id, []) if ref.no_hit
-                      if not mentions(line := _negative_line(ref, language), excluded_terms)]
+                      if not excluded.hits(line := _negative_line(ref, language))]
     return [say(language, "verified"), *lines] if lines else []
 
 
@@ -251,12 +252,12 @@ def _negative_line(ref: CitedRef, language: Language) -> str:
                                                                                    search=ref.searched)
 
 
-def _unverified_lines(found, possible_matches, failed_rules: list[str], excluded_terms: tuple[str, ...],
+def _unverified_lines(found, possible_matches, failed_rules: list[str], excluded: Exclusion,
                       language: Language, set_aside: int = 0) -> list[str]:
     """What an answer that verified nothing says of the evidence: what the lookups found, not verified,
     or that they found nothing; and which rules failed."""
     shown = [line for line in dict.fromkeys(found) if line not in possible_matches
-             and not mentions(line, excluded_terms)][:MAX_FOUND]
+             and not excluded.hits(line)][:MAX_FOUND]
     if shown:
         lines = [say(language, "found_unverified"), *(f"- {line}" for line in shown)]
     else:

@@ -17,6 +17,7 @@ from program.evidence.hook import VerifierInputHook
 from program.evidence.names import ungrounded_names
 from program.evidence.numbers import ungrounded_numbers
 from program.evidence.relevance import Target
+from program.evidence.scope import Exclusion
 from program.evidence.screen import Screen
 from program.evidence.verdict import CitedRef, cited_refs, claim_blockers
 from contracts import (
@@ -78,7 +79,7 @@ class CitationCheck:
     parse_status: ParseStatus
     target: Target
     refused: tuple[Finding, ...] = ()
-    excluded_terms: tuple[str, ...] = ()
+    excluded: Exclusion = Exclusion()
     names: tuple[str, ...] = ()
     topics: tuple[tuple[str, ...], ...] = ()
     retry_context: RetryContext | None = None
@@ -101,7 +102,7 @@ def check_citations(store, toolbox: Toolbox, check: CitationCheck) -> Checked:
     gate = verifier_input.gatekeeper_result
     claims = verifier_input.executor_structured_output.claims
     cited = cited_refs(gate, invocations, toolbox)
-    blockers = claim_blockers(claims, cited, check.target, check.excluded_terms, check.names, list(check.topics))
+    blockers = claim_blockers(claims, cited, check.target, check.excluded, check.names, list(check.topics))
     screening = check.screen(invocations) if check.screen is not None else None
     for claim in claims:
         for ref in cited.get(claim.claim_id, []) if screening is not None else ():

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from program.evidence.scope import mentions
+from program.evidence.question_words import mentions
 from program.evidence.statements import CLEARED_STATES, RAISED_STATES, only_denied
 from program.evidence.units import UNIT
 from tools.text.folding import nfkc

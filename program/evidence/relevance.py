@@ -15,7 +15,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from program.evidence.scope import mentions, question_names, without_exclusions
+from program.evidence.question_words import mentions, question_names, without_exclusions
+from program.evidence.scope import Exclusion
 from tools.catalog import Catalog
 from tools.text.folding import fold, fold_label, nfkc
 from tools.recorder import COPIED_OBSERVATION
@@ -28,15 +29,15 @@ class Target:
     alerts: tuple[str, ...] = ()  # catalog alert names the question spells out
     unknown: tuple[str, ...] = ()  # quoted values that name nothing the sources know
 
-    def without(self, excluded_terms: tuple[str, ...]) -> Target:
+    def without(self, excluded: Exclusion) -> Target:
         """The target less what the user excluded. An exclusion that would leave none of the
         services, topics or alerts the question named takes nothing of that kind away: with an
         empty target the relevance checks would pass a claim about anything, while the exclusion
         check still blocks every claim that names what was excluded, so such a question fails
         closed."""
-        services = tuple(s for s in self.services if not mentions(s, excluded_terms))
-        topics = tuple(g for g in self.topics if not any(mentions(t, excluded_terms) for t in g))
-        alerts = tuple(a for a in self.alerts if not mentions(a, excluded_terms))
+        services = tuple(s for s in self.services if not excluded.hits(s))
+        topics = tuple(g for g in self.topics if not any(excluded.hits(t) for t in g))
+        alerts = tuple(a for a in self.alerts if not excluded.hits(a))
         return Target(services=services or self.services, topics=topics or self.topics, alerts=alerts or self.alerts,
                       unknown=self.unknown)
 

@@ -9,7 +9,7 @@ code reads it:
   made for an asked service (a lookup by alert name alone returns every service's alert, and one of
   another service may name the asked one in its description);
 - excluded: the ref speaks of what the user said not to analyse, in the terms the claim check reads
-  (`Scope.excluded_terms`); where only some of its clauses do, only those are set aside;
+  (`Scope.exclusion`); where only some of its clauses do, only those are set aside;
 - other_topic, for a narrow question: the question names alerts and the ref is another alert, and no
   topic it names either, or the question names endpoints and the ref names only others of the same
   tree (/api/v1/orders beside /api/v1/users; a file's path, /var/log/app.log, is not another endpoint);
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field, replace
 
 from program.evidence.matching import clauses
 from program.evidence.relevance import Target
-from program.evidence.scope import Scope, mentions
+from program.evidence.scope import Exclusion, Scope
 from program.evidence.statements import CLEARED_STATES, RAISED_STATES
 from program.evidence.verdict import item_state, output_item
 from contracts import EvidenceRef, RefDecision, SetAside, ToolInvocation
@@ -83,7 +83,7 @@ class Screening:
 
     refs: dict[str, SetAside] = field(default_factory=dict)
     labels: dict[str, SetAside] = field(default_factory=dict)
-    excluded_terms: tuple[str, ...] = ()
+    excluded: Exclusion = field(default_factory=Exclusion)
 
     @property
     def set_aside(self) -> list[SetAside]:
@@ -100,7 +100,7 @@ class Screening:
         if label in self.refs:
             return self.refs[label]
         partly = self.labels.get(label)
-        return partly if partly is not None and mentions(context, self.excluded_terms) else None
+        return partly if partly is not None and self.excluded.hits(context) else None
 
 
 @dataclass(frozen=True)
@@ -110,7 +110,7 @@ class Screen:
     names). Plain data, so that a devset example can carry it."""
 
     target: Target
-    excluded_terms: tuple[str, ...] = ()
+    excluded: Exclusion = field(default_factory=Exclusion)
     narrow: bool = False
     asked: str = ""  # the question's own words, less its exclusions (Scope.asked)
 
@@ -121,11 +121,11 @@ class Screen:
         lines that speak of it belong to others."""
         known = {_name(name) for name in services}
         return cls(target=replace(target, services=tuple(s for s in target.services if _name(s) in known)),
-                   excluded_terms=scope.excluded_terms, narrow=scope.narrow, asked=scope.asked)
+                   excluded=scope.exclusion, narrow=scope.narrow, asked=scope.asked)
 
     def __call__(self, invocations: Iterable[ToolInvocation]) -> Screening:
         invocations = list(invocations)
-        screening = Screening(excluded_terms=self.excluded_terms)
+        screening = Screening(excluded=self.excluded)
         asked = endpoints(self.asked) if self.narrow else set()
         for inv in invocations:
             searched = inv.input.get("service") if isinstance(inv.input.get("service"), str) else None
@@ -133,8 +133,8 @@ class Screen:
                 label = citation_label(inv.id, ref.raw_path)
                 parts = [(n, clause) for n, clause in enumerate(clauses(ref.text), start=1) if clause]
                 decided = self._decide(ref, searched, asked)
-                terms = mentions(ref.text, self.excluded_terms)
-                excluded = [n for n, clause in parts if mentions(clause, self.excluded_terms)]
+                terms = self.excluded.hits(ref.text)
+                excluded = [n for n, clause in parts if self.excluded.hits(clause)]
                 if decided is None and terms:
                     if excluded and len(excluded) < len(parts):
                         # Its other clauses still say what the ref says of the asked thing.

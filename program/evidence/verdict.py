@@ -30,7 +30,7 @@ from program.evidence.characters import bidi_controls
 from program.evidence.injection import restated_instruction, rests_on_direction
 from program.evidence.names import IDENTIFIER, ungrounded_names
 from program.evidence.relevance import Target, off_topic, unnamed_topics
-from program.evidence.scope import mentions
+from program.evidence.scope import Exclusion
 from program.evidence.numbers import misbound_numbers, ungrounded_numbers
 from program.evidence.statements import (
     CLEARED_STATES,
@@ -215,7 +215,7 @@ def says_absence(claim: Claim, refs: list[CitedRef], names: tuple[str, ...] = ()
 
 
 def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target: Target,
-                   excluded_terms: tuple[str, ...] = (), names: tuple[str, ...] = (),
+                   excluded: Exclusion = Exclusion(), names: tuple[str, ...] = (),
                    topics: list[tuple[str, ...]] = ()) -> dict[str, list[Finding]]:
     """Deterministic reasons a claim cannot be verified, whatever the verifier would say.
     `names` are the active catalog's service and alert names, `topics` its topic groups."""
@@ -228,7 +228,7 @@ def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target
         refs = cited.get(claim.claim_id, [])
         if not refs:
             continue
-        if hits := mentions(claim.claim_text, excluded_terms):
+        if hits := excluded.hits(claim.claim_text):
             block(claim, "verdict.excluded_topic", f"the claim names {', '.join(hits)}, which the user excluded")
         if reason := off_topic(claim.claim_text, [ref.text for ref in refs], target):
             block(claim, "verdict.off_topic", reason)

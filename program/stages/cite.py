@@ -57,7 +57,7 @@ def review(run: Run, attempt: dspy.Prediction, context: RetryContext | None) -> 
     claim beside a search that found nothing, the second look, whose search is recorded like any call."""
     checked = check_citations(run.store, run.toolbox, CitationCheck(
         session_id=run.session_id, question=run.question, output=attempt.output, parse_status=attempt.parse_status,
-        target=run.target, refused=tuple(attempt.refused), excluded_terms=run.scope.excluded_terms,
+        target=run.target, refused=tuple(attempt.refused), excluded=run.scope.exclusion,
         names=run.catalog.names, topics=tuple(run.catalog.topic_groups()), retry_context=context,
         text_cap=attempt.get("text_cap"), screen=run.screen))
     made = {inv.id for inv in run.recorder.invocations}

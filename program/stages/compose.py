@@ -38,7 +38,7 @@ class Compose(dspy.Predict):
         verified = [r.claim for r in claim_results if r.verification_status == "verified"]
         not_verified = [r.claim for r in claim_results if r.verification_status != "verified"]
         fallback = deterministic_answer(verdict, verified, checked.gate.failed_rules, cited=run.cited,
-                                        excluded_terms=run.scope.excluded_terms, language=run.language,
+                                        excluded=run.scope.exclusion, language=run.language,
                                         possible_matches=run.possible_matches,
                                         **searches(run))
         if reason := composer_not_asked(verdict, verified, run.scope.narrow):
@@ -52,7 +52,7 @@ class Compose(dspy.Predict):
             return ComposerOutput(status="fallback", user_facing_answer=fallback, reasons=[run.errors[-1].message])
         ref_texts = [ref.text for inv in run.recorder.invocations for ref in inv.retrieval_details.evidence_refs]
         reasons = scan_answer(pred.answer, verified=verified, blocked=not_verified,
-                              excluded_terms=run.scope.excluded_terms, ref_texts=ref_texts, names=run.catalog.names,
+                              excluded=run.scope.exclusion, ref_texts=ref_texts, names=run.catalog.names,
                               cited=run.cited, topics=run.catalog.topic_groups(), language=run.language)
         if reasons:
             return ComposerOutput(status="replaced", user_facing_answer=fallback, reasons=reasons)

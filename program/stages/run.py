@@ -110,7 +110,7 @@ class Run:
         self.record.notes.extend(Finding(rule="source.unavailable", message=problem)
                                  for problem in self.catalog.problems)
         self.scope = read_scope(self.question, self.catalog)
-        self.target = question_target(self.question, self.catalog).without(self.scope.excluded_terms)
+        self.target = question_target(self.question, self.catalog).without(self.scope.exclusion)
         self.plan = PlannerOutput(scope="narrow" if self.scope.narrow else "broad",
                                   excluded_topics=list(self.scope.excluded_topics))
 
@@ -129,7 +129,7 @@ class Run:
         planner's exclusions are taken where they are the question's own words and leave it a target."""
         self.scope, refused = with_proposed_exclusions(self.scope, planned.excluded_topics, self.question,
                                                        self.catalog, [*planned.target_services, *planned.topics])
-        self.target = question_target(self.question, self.catalog).without(self.scope.excluded_terms)
+        self.target = question_target(self.question, self.catalog).without(self.scope.exclusion)
         if refused:
             self.record.notes.append(Finding(rule="planner.exclusion_refused", message="; ".join(refused)))
         self.plan = PlannerOutput(scope="narrow" if self.scope.narrow else "broad",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from program.evidence.scope import mentions
 from program.stages.run import Run
 from contracts import Finding
 
@@ -19,7 +18,7 @@ def call_tools(run: Run, calls: list, limit: int) -> bool:
     for call in calls:
         key = (call.tool_name, tuple(sorted(call.arguments().items())))
         service = call.arguments().get("service")
-        if isinstance(service, str) and mentions(service, run.scope.excluded_terms):
+        if isinstance(service, str) and run.scope.exclusion.hits(service):
             # What the user excluded is never looked up, whoever asked for it.
             run.record.notes.append(Finding(rule="planner.excluded_call_skipped", message=(
                 f"{call.tool_name}(service={service!r}) was not run: the user excluded {service}")))

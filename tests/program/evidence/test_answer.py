@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from program.evidence.answer import deterministic_answer, ungrounded_clauses
+from program.evidence.scope import Exclusion
 from program.evidence.language import say
 from program.evidence.verdict import CitedRef
 from contracts import Claim
@@ -20,7 +21,7 @@ def claim(text: str, excerpt: str, claim_type: str = "observation") -> Claim:
 
 def test_a_pass_whose_findings_are_hidden_for_an_excluded_topic_never_says_nothing_was_verified():
     cpu = claim("payment-service 存在 HighCPUUsage 告警", "HighCPUUsage firing, service=payment-service, current=92%")
-    answer = deterministic_answer("PASS", [cpu], [], excluded_terms=("cpu", "highcpuusage"))
+    answer = deterministic_answer("PASS", [cpu], [], excluded=Exclusion(("cpu", "highcpuusage")))
     assert "未列出" in answer and "无法确认" not in answer and "92%" not in answer
 
 
@@ -46,13 +47,13 @@ def test_nothing_verified_names_what_the_lookups_found_as_not_verified():
 
 
 def test_found_refs_of_an_excluded_topic_are_not_shown_nor_called_nothing():
-    answer = deterministic_answer("LOW_CONFID", [], [], excluded_terms=("highcpuusage",),
+    answer = deterministic_answer("LOW_CONFID", [], [], excluded=Exclusion(("highcpuusage",)),
                                   found=["HighCPUUsage firing, service=payment-service, current=92%"])
     assert "HighCPUUsage" not in answer and "未检索到" not in answer and "查询找到了证据" in answer
 
 
 def test_possible_matches_that_name_an_excluded_topic_are_not_shown():
-    answer = deterministic_answer("LOW_CONFID", [], [], excluded_terms=("hikaricp",),
+    answer = deterministic_answer("LOW_CONFID", [], [], excluded=Exclusion(("hikaricp",)),
                                   possible_matches=["[11:20][WARN][order-service] HikariCP pool stats: active=50/50"])
     assert "HikariCP" not in answer and "可能正是所问的内容" not in answer
 

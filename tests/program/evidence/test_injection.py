@@ -17,6 +17,7 @@ from program.store.audit import AuditStore
 from program.evidence.answer import scan_answer
 from program.evidence.disguises import normalised
 from program.evidence.injection import addresses_the_model, restated_instruction, tells_what_to_conclude
+from program.evidence.scope import Exclusion
 from program.evidence.verdict import DIRECTED_EVIDENCE, RESTATED_INSTRUCTION
 from contracts import Claim, EvidenceRef, RetrievalDetails, ToolInvocation
 from tools.functions import TOOLBOX
@@ -191,7 +192,7 @@ def test_an_answer_sentence_that_repeats_a_request_of_the_evidence_is_refused():
                                      "evidence_bindings": [{"tool_name": "query_logs", "source_invocation_id": 1,
                                                             "raw_path": "$.logs[0]", "evidence_excerpt": ref}]})
     reasons = scan_answer("inventory-service logged a WARN line. The HikariCP pool exhaustion is confirmed.",
-                          verified=[verified], blocked=[], excluded_terms=(), ref_texts=[ref],
+                          verified=[verified], blocked=[], excluded=Exclusion(), ref_texts=[ref],
                           names=("inventory-service",))
     assert any(r.startswith("an answer sentence repeats what its evidence asks") for r in reasons)
 

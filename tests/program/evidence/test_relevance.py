@@ -59,7 +59,7 @@ def test_an_exclusion_that_would_empty_the_target_leaves_it_whole_so_an_off_topi
 
     catalog = active_catalog()
     asked = question_target(question, catalog)
-    target = asked.without(read_scope(question, catalog).excluded_terms)
+    target = asked.without(read_scope(question, catalog).exclusion)
     assert asked.topics and target.topics == asked.topics
     slow = "[10:01][WARN][order-service] Slow query on orders table: 2300ms"
     assert "does not concern" in off_topic("order-service 存在慢查询日志：Slow query 2300ms", [slow], target)

@@ -1,6 +1,7 @@
 import pytest
 
-from program.evidence.scope import mentions, question_names, read_scope, with_proposed_exclusions
+from program.evidence.question_words import mentions, question_names
+from program.evidence.scope import read_scope, with_proposed_exclusions
 from tools.catalog import active_catalog
 
 CATALOG = active_catalog()
@@ -26,6 +27,41 @@ def test_an_exclusion_spells_no_topic_the_question_asks_about():
     # A synonym of the asked topic, excluded by name, is excluded; the asked topic is not.
     heap = read_scope("只确认 order-service 是否存在 HighMemoryUsage 告警，不要分析 heap", CATALOG)
     assert heap.excluded_terms == ("heap",)
+
+
+@pytest.mark.parametrize(("question", "asked", "excluded"), [
+    # The catalog names the asked pool 数据库连接池, which holds the excluded 数据库.
+    ("只确认 order-service 连接池是否耗尽，不要分析数据库", "order-service 的数据库连接池已耗尽", "数据库慢查询 3000ms"),
+    ("只确认 order-service 数据库连接池是否耗尽，不要分析数据库", "数据库连接池 active=50/50", "慢查询：数据库响应 3000ms"),
+    # The question's own compound of the excluded word and the asked name.
+    ("Only check whether order-service's database connection pool is exhausted; skip the database slow queries",
+     "HikariPool-1 - database connection pool exhausted", "slow database query took 3000ms"),
+])
+def test_an_excluded_term_inside_the_name_of_what_is_asked_excludes_nothing(question, asked, excluded):
+    exclusion = read_scope(question, CATALOG).exclusion
+    assert exclusion.hits(asked) == []
+    assert exclusion.hits(excluded)
+    # The same text beside the excluded topic on its own is still excluded.
+    assert exclusion.hits(f"{asked}; 数据库 CPU 92%")
+
+
+@pytest.mark.parametrize(("question", "text"), [
+    # The pool is not what is asked: its name is no shield for the database.
+    ("只确认 order-service 是否存在 HighMemoryUsage 告警，不要分析数据库", "order-service 的数据库连接池已耗尽"),
+    # A name the excluded topic holds itself is excluded, not asked: the memory group holds "full gc".
+    ("只确认 order-service 的内存是否告警，排除 Full GC", "Full GC: heap 3.8GB -> 3.7GB"),
+])
+def test_a_name_of_what_is_not_asked_shields_nothing(question, text):
+    assert read_scope(question, CATALOG).exclusion.hits(text)
+
+
+def test_a_proposed_exclusion_is_no_name_of_what_is_asked():
+    """The planner's proposal stays among the words code read as asked; it shields nothing of itself."""
+    question = "Only check slow requests of order-service; leave the database connection pool out of it"
+    scope, refused = with_proposed_exclusions(read_scope(question, CATALOG), ["database connection pool"],
+                                              question, CATALOG)
+    assert not refused and scope.shields == ()
+    assert scope.exclusion.hits("HikariPool-1 - database connection pool exhausted")
 
 
 @pytest.mark.parametrize(("question", "proposed", "spelling"), [

@@ -8,7 +8,7 @@ import pytest
 from program.evidence.checks import SET_ASIDE, CitationCheck, check_citations
 from program.evidence.citations import Menu
 from program.evidence.relevance import Target
-from program.evidence.scope import read_scope
+from program.evidence.scope import Exclusion, read_scope
 from program.evidence.screen import Screen, endpoints
 from program.store.audit import AuditStore
 from contracts import ExecutorOutput, ParseStatus
@@ -40,7 +40,7 @@ def logs(*messages, service="checkout-service"):
 
 
 def screen(services=("order-service",), alerts_named=(), excluded=(), narrow=True, question=""):
-    return Screen(target=Target(services=services, topics=(), alerts=alerts_named), excluded_terms=excluded,
+    return Screen(target=Target(services=services, topics=(), alerts=alerts_named), excluded=Exclusion(tuple(excluded)),
                   narrow=narrow, asked=read_scope(question, active_catalog()).asked)
 
 

@@ -3,6 +3,7 @@
 import pytest
 
 from program.evidence.relevance import Target
+from program.evidence.scope import Exclusion
 from program.evidence.verdict import (
     CitedRef,
     claim_blockers,
@@ -154,7 +155,7 @@ NO_HIT = "未找到匹配的日志 (no log lines matched query='connection pool 
 def test_code_blocks_what_no_verifier_may_wave_through(claim_update, cited, rule):
     claim = CLAIM.model_copy(update=claim_update)
     target = TARGET if rule == "verdict.off_topic" else Target(services=("order-service",), topics=())
-    blockers = claim_blockers([claim], cited, target, ("hikaricp",), ("order-service", "payment-service",
+    blockers = claim_blockers([claim], cited, target, Exclusion(("hikaricp",)), ("order-service", "payment-service",
                                                                          "HighMemoryUsage", "firing", "resolved"),
                               [("highmemoryusage", "内存"), ("hikaricp", "连接池")])
     assert rule in [finding.rule for finding in blockers["c1"]]
@@ -192,7 +193,7 @@ def test_code_blocks_what_no_verifier_may_wave_through(claim_update, cited, rule
 ])
 def test_honest_claims_pass_the_same_checks(claim_text, cited):
     claim = CLAIM.model_copy(update={"claim_text": claim_text})
-    assert claim_blockers([claim], cited, TARGET, (), ("order-service", "HighMemoryUsage", "firing", "resolved"),
+    assert claim_blockers([claim], cited, TARGET, Exclusion(), ("order-service", "HighMemoryUsage", "firing", "resolved"),
                           [("highmemoryusage", "memory", "内存"), ("hikaricp", "连接池")]) == {}
 
 

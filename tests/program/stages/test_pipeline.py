@@ -4,7 +4,7 @@ import pytest
 
 from devset.gold import fixture_executor_output, gold_plan
 from program.entry.api import diagnose
-from program.evidence.scope import mentions
+from program.evidence.question_words import mentions
 from tests.support.good_lm import broad, good_lm
 
 
@@ -67,6 +67,20 @@ def test_hikaricp_positive(cases, store):
     (invocation,) = store.list_invocations(result.session_id)
     assert {log["service"] for log in invocation.output["logs"]} == {"order-service"}
     assert "HikariPool-1" in result.answer and "active=50/50" in result.answer
+
+
+def test_an_excluded_word_inside_the_asked_name_does_not_block_the_answer(cases, store):
+    """"数据库" is excluded and "数据库连接池" asked: the claim that names the pool is verified, and
+    the answer keeps it."""
+    case = cases["hikaricp_positive"]
+    claim = {**case["gold"]["claims"][0], "claim_text": (
+        "order-service 的数据库连接池耗尽：HikariPool-1 获取连接 30000ms 超时，pool stats active=50/50, idle=0, waiting=32。")}
+    asked = {**case, "question": "确认 order-service 的数据库连接池是否耗尽，不要分析数据库慢查询。",
+             "gold": {**case["gold"], "claims": [claim]}}
+    result = run(asked, store)
+    assert result.verdict == "PASS", result.answer
+    assert [c.verification_status for c in result.claims] == ["verified"]
+    assert "数据库连接池耗尽" in result.answer and "active=50/50" in result.answer
 
 
 def test_hikaricp_negative_never_passes_a_positive_claim(cases, store):

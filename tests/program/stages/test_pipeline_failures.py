@@ -8,7 +8,7 @@ import pytest
 
 from devset.gold import find_ref, gold_executor_output, gold_plan, refs_in
 from program.entry.api import diagnose
-from program.evidence.scope import mentions
+from program.evidence.question_words import mentions
 from tests.support.good_lm import broad, good_lm, pass_all
 
 
