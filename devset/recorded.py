@@ -239,6 +239,8 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
 
     said = {polarity(c.claim_text, c.claim_type) for c in verifiable}
     parts["polarity"] = float(said == set(case["expected_polarity"]))
+    # An answer that says what the evidence does not (not one that leaves a part unsaid) is wrong.
+    wrong_answer = bool(said - set(case["expected_polarity"]))
     if verifiable and not parts["polarity"]:
         feedback.append(f"the claims say the asked thing is {' and '.join(sorted(said))}; the evidence says "
                         f"{' and '.join(case['expected_polarity'])}")
@@ -252,7 +254,10 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
     wrong_hits = wrong_citations(case["wrong_refs"], gate, recorded.invocations)
     # Evidence that does not answer the question (an earlier resolved alert, another endpoint, an
     # excluded topic) misleads whoever reads the answer's citations, however right the rest is.
-    parts["refs"] = 0.0 if wrong_hits else recall
+    # The right line cited for the wrong answer lends that answer its authority: a wrong answer passed
+    # earns nothing for its citations or its facts, so that it scores below a refusal (LOW_CONFID)
+    # that cites the line and says nothing it cannot back.
+    parts["refs"] = 0.0 if wrong_hits or wrong_answer else recall
     # This wording reaches GEPA's reflection prompt: the recorded run's transcript holds it.
     feedback.extend(f"did not cite the {r['tool_name']} ref containing {' or '.join(map(repr, r['needles']))}"
                     for r in missed)
@@ -260,7 +265,8 @@ def score_output(recorded: Recorded, output: ExecutorOutput, parse: ParseStatus 
 
     stated = " ".join(c.claim_text for c in verifiable).casefold()
     missing = [f for f in case["required_facts"] if f.casefold() not in stated]
-    parts["facts"] = 1 - len(missing) / len(case["required_facts"]) if case["required_facts"] else 1.0
+    stated_share = 1 - len(missing) / len(case["required_facts"]) if case["required_facts"] else 1.0
+    parts["facts"] = 0.0 if wrong_answer else stated_share
     if missing:
         feedback.append(f"no verifiable claim text states {', '.join(missing)}")
 

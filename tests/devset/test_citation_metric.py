@@ -137,6 +137,21 @@ def test_the_expected_verdict_for_the_opposite_answer_earns_no_verdict_credit(ev
     assert {"polarity", "verdict"} <= lost(scored)
 
 
+def test_a_wrong_answer_passed_scores_below_a_refusal_that_cites_the_same_line(evidence):
+    """"Exhausted" passed on a healthy pool earns nothing for the line it cites or the figures it
+    copies: it scores below a claim that code refuses (LOW_CONFID) citing the same line."""
+    recorded = evidence["near_miss_checkout_zh"]
+    wrong = gold(recorded)
+    wrong["claims"][0]["claim_text"] = "checkout-service 的日志显示连接池：HikariCP pool stats active=6/30。"
+    refused = gold(recorded)
+    refused["claims"][0]["claim_text"] += " 等待 999ms。"
+    passed, blocked = score(recorded, wrong), score(recorded, refused)
+    assert (passed.verdict, blocked.verdict) == ("PASS", "LOW_CONFID")
+    assert "verdict.ungrounded_number" in blocked.blocked_rules
+    assert {"refs", "facts", "polarity", "verdict"} <= lost(passed) and "refs" not in lost(blocked)
+    assert passed.score < blocked.score
+
+
 def test_a_score_is_normalised_between_no_claim_and_the_gold(evidence):
     nothing = {"claims": [], "hypotheses": [], "missing_info": [], "recommended_actions": []}
     for recorded in evidence.values():
