@@ -55,6 +55,13 @@ def _first(run: dict) -> dict:
     return {**run, "score": first, "normalised": round((first - floor) / (ceiling - floor), 4), "verdict": None}
 
 
+def _answered(run: dict) -> bool:
+    """The expected verdict, reached in scope and for the right answer (the metric's `verdict` part):
+    a PASS of "exhausted" on a healthy pool is the verdict expected, for a wrong answer. A run that
+    kept no parts is read by its verdict alone."""
+    return run["verdict"] == run["expected_verdict"] and run.get("parts", {}).get("verdict", 1.0) == 1.0
+
+
 def compare(before: dict, after: dict) -> dict:
     if _gathered(before["meta"]) != _gathered(after["meta"]):
         raise Mismatch(f"the runs differ in recording: {before['meta'].get('recording')} and "
@@ -75,8 +82,8 @@ def compare(before: dict, after: dict) -> dict:
         return {"mean": round(sum(r["score"] for r in runs.values()) / len(runs), 3),
                 "normalised": round(sum(r["normalised"] for r in runs.values()) / len(runs), 3),
                 "kinds": {k: round(sum(v) / len(v), 3) for k, v in sorted(kinds.items())},
-                "verdicts_right": (sum(r["verdict"] == r["expected_verdict"] for r in runs.values())
-                                   if all(r["verdict"] for r in runs.values()) else None)}
+                "answers_right": (sum(_answered(r) for r in runs.values())
+                                  if all(r["verdict"] for r in runs.values()) else None)}
 
     def scores(runs: dict[str, dict]) -> dict[str, float]:
         return {c: r["score"] for c, r in runs.items()}
@@ -104,10 +111,10 @@ def markdown(found: dict) -> str:
              f"{found['cases']} held-out cases, the same LM and the same recorded evidence. Code set refs aside before "
              f"the executor was asked: before {'yes' if screened['before'] else 'no'}, after "
              f"{'yes' if screened['after'] else 'no'}. The before row is each case's first attempt.", "",
-             "| row | held-out | normalised | right verdicts | " + " | ".join(kinds) + " |",
+             "| row | held-out | normalised | right answers | " + " | ".join(kinds) + " |",
              "| --- | ---: | ---: | ---: | " + " | ".join("---:" for _ in kinds) + " |"]
     for name, row in rows.items():
-        right = "-" if row["verdicts_right"] is None else str(row["verdicts_right"])
+        right = "-" if row["answers_right"] is None else str(row["answers_right"])
         lines.append(f"| {name} | {row['mean']:.3f} | {row['normalised']:.3f} | {right} | "
                      + " | ".join(f"{row['kinds'].get(k, 0):.2f}" for k in kinds) + " |")
     pct = int(INTERVAL * 100)

@@ -26,12 +26,21 @@ def test_the_gain_is_paired_per_case_and_the_moved_cases_are_named():
     found = compare(before, after)
     assert found["gain"]["gain"] == round((0.7 + 0.0 - 0.2) / 3, 4)
     assert found["rows"]["before"]["kinds"] == {"mixed": 1.0, "near": 0.3}
-    assert found["rows"]["after"]["verdicts_right"] == 2
+    assert found["rows"]["after"]["answers_right"] == 2
     assert [m["case_id"] for m in found["moved"]] == ["mixed_one", "near_one"]
     assert found["over_rules"]["rule"]["gain"] == round((0.5 - 0.2 + 0.3) / 3, 4)
     assert found["over_rules"]["structured rule"]["gain"] == round((0.0 - 0.7 - 0.2) / 3, 4)
     # One attempt per case: no first-attempt row of its own.
     assert "after, first attempt" not in found["rows"] and found["first_attempt_gain"] is None
+
+
+def test_a_wrong_answer_passed_is_no_right_answer():
+    """A PASS for the opposite of what the evidence says is the expected verdict for a wrong answer."""
+    before = results("a", {"near_one": 0.3, "near_two": 0.3})
+    after = results("b", {"near_one": 1.0, "near_two": 0.6})
+    after["runs"][1]["parts"] = {"verdict": 0.0, "polarity": 0.0}
+    assert after["runs"][1]["verdict"] == after["runs"][1]["expected_verdict"] == "PASS"
+    assert compare(before, after)["rows"]["after"]["answers_right"] == 1
 
 
 def test_a_second_chance_is_reported_apart_from_the_first_attempt():
@@ -42,7 +51,7 @@ def test_a_second_chance_is_reported_apart_from_the_first_attempt():
     assert found["rows"]["after, first attempt"]["mean"] == round((0.3 + 1.0) / 2, 3)
     assert found["first_attempt_gain"]["gain"] == round(0.7 / 2, 4) and found["gain"]["gain"] == 0.7
     # A first attempt that was not used has no verdict of its own in the run.
-    assert found["rows"]["after, first attempt"]["verdicts_right"] is None
+    assert found["rows"]["after, first attempt"]["answers_right"] is None
     # The screen is part of the program: runs that differ in it alone are compared, and it is said.
     assert found["screened"] == {"before": False, "after": True}
 
