@@ -178,11 +178,16 @@ def test_knn_is_saved_with_its_pool_and_a_diagnosis_shows_the_nearest_training_c
     case = next(c for c in DEVSET if c["case_id"] == "near_miss_checkout_zh")
     from devset import devset_world
 
+    store = AuditStore("sqlite://")
     with devset_world():
-        result = diagnose(case["question"], lm=lm, db=AuditStore("sqlite://"))
+        result = diagnose(case["question"], lm=lm, db=store)
     shown = [demos for stage, demos in asked if stage == "claims"]
     assert shown and all(last_demo_kind(demos) == "near_miss" for demos in shown)
     assert result.verdict == "PASS"
+    # The record says which examples the executor was shown, the nearest last, as they were sent.
+    (attempt,) = store.get_session(result.session_id).executor_attempts
+    assert attempt.demos == [field_value(demo, "question") for demo in shown[0][::2]]
+    assert kinds[attempt.demos[-1]] == "near_miss"
 
 
 def test_a_gain_within_the_noise_saves_nothing(run_optimize):

@@ -29,7 +29,8 @@ def cite_and_check(run: Run, cite: Cite, attempts: int) -> Checked:
             attempt=number, drafts=attempt.drafts, executor_output=attempt.output, parse_status=attempt.parse_status,
             gatekeeper_result=reviewed.checked.gate, retry_context=context, used=used,
             repeated=bool(attempt.get("repeated")), blocked=[f for found in reviewed.checked.blockers.values() for f in found],
-            ref_decisions=attempt.get("decisions") or {}, set_aside=attempt.get("screened") or []))
+            ref_decisions=attempt.get("decisions") or {}, set_aside=attempt.get("screened") or [],
+            demos=attempt.get("demos") or []))
         if used:
             # Each attempt's drafts and decisions are in the record; the used one's bindings set aside are said.
             run.record.notes.extend(attempt.get("set_aside") or [])

@@ -127,6 +127,7 @@ class Cite(dspy.Module):
         config = narrowing(citation_patch(menu, narrow=narrow, pointing=retry)) if constrain else {}
         # A pointing retry writes no text: the quote code writes for it has no cap to reach.
         cap = TEXT_MAX_CHARS if constrain and not retry else None
+        demos = []
         try:
             demos = self.demos_for(question, plan, language, retry)
             pred = self.predict(signature=signature, config=config, demos=demos, language=language,
@@ -135,15 +136,15 @@ class Cite(dspy.Module):
         except dspy.AdapterParseError as exc:
             parts, parse = salvage_executor_output(exc.lm_response, tuple(signature.output_fields))
             return self._result(parts, parse, menu, error=stage_error(self.usage_key, exc), text_cap=cap,
-                                language=language)
+                                language=language, demos=demos)
         except Exception as exc:  # an LM error or timeout: nothing was cited
             return self._result(ExecutorOutput(), ParseStatus(status="invalid", detail=(
                 f"executor LM call failed: {type(exc).__name__}")), error=stage_error(self.usage_key, exc),
-                                screened=screening.set_aside)
+                                screened=screening.set_aside, demos=demos)
         parts = {name: list(getattr(pred, name, None) or []) for name in ("claims", *LISTS)}
         parts[DECISIONS] = {j.ref: j.decision for j in getattr(pred, DECISIONS, None) or []}
         return self._result(parts, ParseStatus(status="valid", detail="parsed executor evidence contract"), menu,
-                            text_cap=cap, language=language)
+                            text_cap=cap, language=language, demos=demos)
 
     def demos_for(self, question: str, plan: PlannerOutput, language: Language, retry: bool = False) -> list:
         """The demos shown for this question, in its answer's language: the predictor's, then the
@@ -157,10 +158,12 @@ class Cite(dspy.Module):
     @staticmethod
     def _result(parts: dict | ExecutorOutput, parse: ParseStatus, menu: Menu | None = None,
                 error: Finding | None = None, text_cap: int | None = None,
-                language: Language | None = None, screened: list[SetAside] = ()) -> dspy.Prediction:
+                language: Language | None = None, screened: list[SetAside] = (),
+                demos: list = ()) -> dspy.Prediction:
+        shown = [demo.get("question", "") for demo in demos]
         if isinstance(parts, ExecutorOutput):
             return dspy.Prediction(output=parts, parse_status=parse, drafts=[], refused=[], error=error, text_cap=None,
-                                   decisions={}, set_aside=[], screened=list(screened))
+                                   decisions={}, set_aside=[], screened=list(screened), demos=shown)
         drafts = parts.get("claims", [])
         # Only the refs it judged an answer; a decision on a label not on the menu decides nothing.
         offered = set(menu.refs)
@@ -170,7 +173,7 @@ class Cite(dspy.Module):
         output = ExecutorOutput(claims=claims, **{name: parts.get(name, []) for name in LISTS})
         return dspy.Prediction(output=output, parse_status=parse, drafts=drafts, refused=refused, error=error,
                                text_cap=text_cap, decisions=decisions, set_aside=set_aside,
-                               screened=menu.screening.set_aside)
+                               screened=menu.screening.set_aside, demos=shown)
 
 
 def _menu(invocations: list[ToolInvocation], withheld: tuple[str, ...], screen: Screen | None) -> Menu:

@@ -140,6 +140,22 @@ def test_every_quote_of_a_ref_is_marked_and_what_stood_around_them_is_not(store,
         "; ", "; ", "; samples: 86.2 -> 87.4 -> 88.6 -> 89.8 -> 91.0"]
 
 
+def test_the_worked_examples_the_executor_was_shown_are_listed_in_order(store, cases):
+    """An auditor can tell which examples stood before the question: the shipped ones, in the
+    answer's language, as the record holds them."""
+    from program.stages.pipeline import Diagnosis
+    from signatures.demos import for_language
+
+    result = diagnose(cases["high_memory_positive"]["question"], lm=good_lm(cases["high_memory_positive"]), db=store,
+                      compiled=False)
+    (attempt,) = store.get_session(result.session_id).executor_attempts
+    shipped = [demo["question"] for demo in for_language(Diagnosis().executor.predict.demos, "zh")]
+    assert attempt.demos == shipped and len(shipped) >= 2
+    page = Parsed(_page(store, result.session_id))
+    assert [attrs.get("class") for tag, attrs in page.tags if tag == "ol"] == ["demos"]
+    assert all(question in page.data for question in shipped)
+
+
 def test_hostile_text_in_a_log_line_a_claim_and_the_question_is_shown_as_text(hostile):
     html = _page(*hostile)
     page = Parsed(html)

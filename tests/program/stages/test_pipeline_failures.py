@@ -253,6 +253,8 @@ def test_executor_that_fails_after_tools_ran_is_recorded(cases, store):
     record = store.get_session(result.session_id)
     assert record.executor_attempts[0].parse_status.status == "invalid"
     assert len(record.tool_requests) == 1 and len(record.tool_requests[0]) == 2
+    # The examples it was asked with are recorded, though it never answered.
+    assert record.executor_attempts[0].demos and all(record.executor_attempts[0].demos)
 
 
 def test_the_fallback_answer_never_echoes_excluded_topics(cases, store):
