@@ -73,8 +73,8 @@ class ExecutorAttempt(Contract):
     ref_decisions: dict[CitationLabel, RefDecision] = Field(default_factory=dict)
     # What code decided before it was asked: the refs and clauses it was not offered, and why.
     set_aside: list[SetAside] = Field(default_factory=list)
-    # The questions of the worked examples it was shown, in order: the last stands nearest the
-    # question (a compiled program's nearest training case, when it has a pool).
+    # The questions of the worked examples it was shown, in order: the predictor's demos, then a
+    # compiled program's nearest training case (when it has a pool), then a retry's worked revisions.
     demos: list[str] = Field(default_factory=list)
 
 

@@ -255,11 +255,11 @@ def without_exclusions(text: str, catalog: Catalog) -> str:
 def mentions(text: str, terms: tuple[str, ...] | list[str]) -> list[str]:
     """Which terms occur in text; short ASCII terms must stand as whole words (db, oom)."""
     folded = fold(text)
-    found = []
-    for term in terms:
-        if term.isascii() and len(term) <= 4:
-            if re.search(rf"(?<![a-z0-9]){re.escape(term)}(?![a-z0-9])", folded):
-                found.append(term)
-        elif term in folded:
-            found.append(term)
-    return found
+    return [term for term in terms if occurrences(folded, term)]
+
+
+def occurrences(folded: str, term: str) -> list[tuple[int, int]]:
+    """Where a (folded) term stands in folded text, as `mentions` reads it: a short ASCII term only as
+    a whole word."""
+    whole = r"(?<![a-z0-9])" if term.isascii() and len(term) <= 4 else ""
+    return [m.span() for m in re.finditer(f"{whole}{re.escape(term)}{'(?![a-z0-9])' if whole else ''}", folded)]

@@ -20,6 +20,7 @@ from program.evidence.question_words import (
     blanked,
     exclusions,
     mentions,
+    occurrences,
     own_words,
     question_names,
     quoted_value,
@@ -40,7 +41,7 @@ NARROW_MARKERS = (
 class Exclusion:
     """What the user excluded, as a text is read for it. `terms` spell the excluded topics; `shields`
     name what the question asks about and hold an excluded term ("数据库连接池" of a question about
-    the 连接池 that excludes the 数据库): the term inside one of them speaks of the asked thing."""
+    the 连接池 that excludes the 数据库): the term wholly inside one of them speaks of the asked thing."""
 
     terms: tuple[str, ...] = ()
     shields: tuple[str, ...] = ()
@@ -49,11 +50,12 @@ class Exclusion:
         return bool(self.terms)
 
     def hits(self, text: str) -> list[str]:
-        """The excluded terms `text` speaks of, outside the names of what was asked."""
+        """The excluded terms `text` speaks of somewhere outside the names of what was asked. A term
+        that runs past a name is no part of it ("连接池耗尽" in "数据库连接池耗尽")."""
         folded = fold(text)
-        for shield in self.shields:
-            folded = folded.replace(shield, " " * len(shield))
-        return mentions(folded, self.terms)
+        named = [span for shield in self.shields for span in occurrences(folded, shield)]
+        return [term for term in self.terms
+                if any(not any(a <= start and end <= b for a, b in named) for start, end in occurrences(folded, term))]
 
 
 @dataclass(frozen=True)
@@ -80,25 +82,33 @@ def _scope(narrow: bool, topics: list[str] | tuple[str, ...], catalog: Catalog, 
 
 def shields(asked: str, topics: list[str] | tuple[str, ...], terms: tuple[str, ...], catalog: Catalog
             ) -> tuple[str, ...]:
-    """The names of what `asked` (a question's words less the excluded `topics`) asks about that hold
-    one of the excluded `terms`: the catalog's own terms for the topics it names ("数据库连接池" for the
-    连接池), and its own compounds of an excluded term and such a name ("the database connection
-    pool"). A name the exclusion itself holds is excluded, not asked ("full gc" of a question about
-    memory that skips the Full GC)."""
+    """The names of what `asked` (a question's words less its exclusion clauses) asks about that hold
+    a word of another excluded concept: the catalog's own terms for the topics it names ("数据库连接池"
+    for the 连接池 when the 数据库 is excluded), and its own compounds of an excluded word and such a
+    name ("the database connection pool"). A name that holds a word of its own group holds this
+    concept excluded, not another ("连接池耗尽" when the 连接池 is), and a name the exclusion itself
+    holds is excluded, not asked ("full gc" of a question about memory that skips the Full GC; a
+    planner's proposal, which `asked` still holds)."""
     if not terms:
         return ()
     folded = fold(asked)
-    # A topic the planner proposed is still among the words code read as asked.
-    for topic in filter(None, (fold(t).strip() for t in topics)):
-        folded = folded.replace(topic, " ")
-    names = sorted({t for group in catalog.topic_groups() if mentions(folded, list(group)) for t in group
-                    if _word(t) and not any(t in term for term in terms)}, key=len, reverse=True)
-    held = [name for name in names if mentions(name, terms)]
-    if names:
-        excluded = "|".join(re.escape(t) for t in sorted(terms, key=len, reverse=True))
-        asked_names = "|".join(map(re.escape, names))
-        held += re.findall(rf"(?<![a-z0-9])(?:{excluded})[\s\-_]*(?:{asked_names})", folded)
-    return tuple(sorted(set(held), key=len, reverse=True))
+    spelled = [fold(t).strip() for t in topics]
+    left = folded
+    for topic in filter(None, spelled):
+        left = left.replace(topic, " ")
+    groups = {t: group for group in catalog.topic_groups() if mentions(left, list(group)) for t in group
+              if _word(t) and not any(t in term for term in terms)}
+
+    def foreign(word: str, name: str) -> bool:
+        return word not in groups[name]
+
+    held = [name for name in groups if any(occurrences(name, t) and foreign(t, name) for t in terms)]
+    names = "|".join(re.escape(n) for n in sorted(groups, key=len, reverse=True))
+    # Each excluded word on its own: "the database connection pool" holds "database connection pool" too.
+    held += [m.group() for word in terms if groups
+             for m in re.finditer(rf"(?<![a-z0-9]){re.escape(word)}[\s\-_]*(?P<name>{names})", folded)
+             if foreign(word, m.group("name"))]
+    return tuple(sorted({h for h in held if not any(h in topic for topic in spelled)}, key=len, reverse=True))
 
 
 def expand_terms(topics: list[str] | tuple[str, ...], catalog: Catalog, question: str = "") -> tuple[str, ...]:

@@ -131,7 +131,7 @@ def test_the_expected_verdict_for_the_opposite_answer_earns_no_verdict_credit(ev
     evidence shows a healthy pool is the wrong answer passed."""
     recorded = evidence["near_miss_checkout_zh"]
     output = gold(recorded)
-    output["claims"][0]["claim_text"] = "checkout-service 的日志显示连接池：HikariCP pool stats active=6/30。"
+    output["claims"][0]["claim_text"] = "checkout-service 的连接池已耗尽：HikariCP pool stats active=6/30。"
     scored = score(recorded, output)
     assert scored.verdict == recorded.case["expected_verdict"] == "PASS"
     assert {"polarity", "verdict"} <= lost(scored)
@@ -142,7 +142,7 @@ def test_a_wrong_answer_passed_scores_below_a_refusal_that_cites_the_same_line(e
     copies: it scores below a claim that code refuses (LOW_CONFID) citing the same line."""
     recorded = evidence["near_miss_checkout_zh"]
     wrong = gold(recorded)
-    wrong["claims"][0]["claim_text"] = "checkout-service 的日志显示连接池：HikariCP pool stats active=6/30。"
+    wrong["claims"][0]["claim_text"] = "checkout-service 的连接池已耗尽：HikariCP pool stats active=6/30。"
     refused = gold(recorded)
     refused["claims"][0]["claim_text"] += " 等待 999ms。"
     passed, blocked = score(recorded, wrong), score(recorded, refused)

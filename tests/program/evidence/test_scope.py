@@ -33,9 +33,13 @@ def test_an_exclusion_spells_no_topic_the_question_asks_about():
     # The catalog names the asked pool 数据库连接池, which holds the excluded 数据库.
     ("只确认 order-service 连接池是否耗尽，不要分析数据库", "order-service 的数据库连接池已耗尽", "数据库慢查询 3000ms"),
     ("只确认 order-service 数据库连接池是否耗尽，不要分析数据库", "数据库连接池 active=50/50", "慢查询：数据库响应 3000ms"),
-    # The question's own compound of the excluded word and the asked name.
+    # The question's own compound of the excluded word and the asked name, even where the excluded
+    # word is written whole again in it.
     ("Only check whether order-service's database connection pool is exhausted; skip the database slow queries",
      "HikariPool-1 - database connection pool exhausted", "slow database query took 3000ms"),
+    ("skip the database, is the database connection pool exhausted on order-service?",
+     "database connection pool exhausted", "slow database query took 3000ms"),
+    ("skip the db, check the db connection pool of order-service", "db connection pool: active=50/50", "slow db query"),
 ])
 def test_an_excluded_term_inside_the_name_of_what_is_asked_excludes_nothing(question, asked, excluded):
     exclusion = read_scope(question, CATALOG).exclusion
@@ -55,13 +59,31 @@ def test_a_name_of_what_is_not_asked_shields_nothing(question, text):
     assert read_scope(question, CATALOG).exclusion.hits(text)
 
 
+@pytest.mark.parametrize(("question", "text"), [
+    # An excluded term that runs past a name of what is asked is no part of it.
+    ("不要分析数据库和连接池耗尽，只看 order-service 的连接池配置", "数据库连接池耗尽"),
+    ("不要分析内存溢出，只看 order-service 堆内存使用率是否过高", "order-service 发生堆内存溢出"),
+    # A name that holds a word of its own concept holds that concept excluded: the pool is.
+    ("不要分析连接池耗尽，只确认 order-service 连接池的配置是否合理", "数据库连接池耗尽"),
+    ("不要分析数据库连接池，只看 order-service 有多少请求在 waiting", "HikariCP 连接池耗尽 active=50/50"),
+])
+def test_a_shield_never_lets_the_excluded_topic_through(question, text):
+    assert read_scope(question, CATALOG).exclusion.hits(text)
+
+
 def test_a_proposed_exclusion_is_no_name_of_what_is_asked():
-    """The planner's proposal stays among the words code read as asked; it shields nothing of itself."""
+    """The planner's proposal stays among the words code read as asked; it shields nothing of itself,
+    and what it excludes still leaves the asked compound that holds its word."""
     question = "Only check slow requests of order-service; leave the database connection pool out of it"
     scope, refused = with_proposed_exclusions(read_scope(question, CATALOG), ["database connection pool"],
                                               question, CATALOG)
     assert not refused and scope.shields == ()
     assert scope.exclusion.hits("HikariPool-1 - database connection pool exhausted")
+    question = "leave the database aside, focus on whether the database connection pool of order-service is exhausted"
+    scope, refused = with_proposed_exclusions(read_scope(question, CATALOG), ["database"], question, CATALOG)
+    assert not refused and scope.excluded_topics == ("database",)
+    assert not scope.exclusion.hits("database connection pool exhausted")
+    assert scope.exclusion.hits("slow database query took 3000ms")
 
 
 @pytest.mark.parametrize(("question", "proposed", "spelling"), [
