@@ -16,7 +16,8 @@ Hostile claims are the paraphrases changed so that one rule must refuse them (a 
 changed number, a number said of another field, "not found" on what was found, another service, a
 name or topic the evidence lacks, an excluded topic, a control character, a restated instruction,
 a runbook, a backfilled citation, an all-clear the second look contradicts, a search that left
-lines unread, a text that ran on until the narrowed schema's length cap cut it). Every claim is
+lines unread, a text that ran on until the narrowed schema's length cap cut it, a healthy pool called
+exhausted). Every claim is
 checked under that cap, as the embedded model's are. A refusal is any gatekeeper failure or blocker
 on the claim.
 """
@@ -41,6 +42,7 @@ from devset.gold import GoldUnavailable, gold_executor_output, gold_tool_calls
 from program.evidence.checks import CUT_OFF
 from program.evidence.citations import Menu
 from program.evidence.language import question_language
+from program.evidence.verdict import BELOW_LIMIT
 from program.lm.adapter import TEXT_MAX_CHARS
 from program.stages.cite import review
 from program.stages.run import Run
@@ -90,7 +92,7 @@ class Outcome:
 # The honest claims a rule reads at all, beside all of them: a rule about searches that found
 # nothing can only refuse a claim that rests on one.
 READS = {"verdict.second_look": "looked", "verdict.unread_search": "no_hit", "verdict.no_hit_positive": "no_hit",
-         "verdict.absence_on_hit": "hit", "verdict.set_aside": "hit"}
+         "verdict.absence_on_hit": "hit", "verdict.set_aside": "hit", BELOW_LIMIT: "hit"}
 
 
 def check(case: Case, store: AuditStore, number: int) -> list[Outcome]:
@@ -460,6 +462,28 @@ def unread_toolbox() -> Toolbox:
     return Toolbox([replace(QUERY_LOGS, stand_in=partial) if d.name == "query_logs" else d for d in TOOLBOX])
 
 
+def hostile_limit_cases() -> Iterator[Case]:
+    """The devset's near misses with their gold claim turned round: the healthy pool it cites, called
+    exhausted with the line's own figures (as the 1.5B wrote of ledger-service), in the case's language."""
+    with devset_world():
+        cases = [c for c in load_devset() if c["kind"] == "near_miss"]
+    for case in cases:
+        calls = [(call.pop("tool_name"), call) for call in gold_tool_calls(case)]
+        service = case["gold"]["plan"]["target_services"][0]
+
+        def claims(invocations, case=case, service=service):
+            from tools.recorder import render_observations
+            drafts = gold_executor_output(case, render_observations(invocations), point=True)["claims"]
+            stats = re.search(r"active=\d+/\d+", " ".join(ref.text for inv in invocations
+                                                            for ref in inv.retrieval_details.evidence_refs))
+            text = (f"{service} 的连接池已耗尽：{stats.group()}。" if question_language(case["question"]) == "zh"
+                    else f"{service}'s connection pool is exhausted: {stats.group()}.")
+            return [{**draft, "claim_text": text} for draft in drafts[:1]]
+
+        yield Case(f"hostile:below_limit:{case['case_id']}", case["question"], calls, claims, rule=BELOW_LIMIT,
+                   world="devset", kind="a healthy pool called exhausted")
+
+
 def hostile_unread_cases() -> Iterator[Case]:
     toolbox = unread_toolbox()
     for case in log_negative_cases(positive=False):
@@ -477,7 +501,7 @@ def honest_cases(runs: list[Path]) -> list[Case]:
 def hostile_cases() -> list[Case]:
     flips = [c for c in state_cases() if c.rule]
     return [*flips, *hostile_alert_cases(), *hostile_citation_cases(), *log_negative_cases(positive=True),
-            *hostile_unread_cases()]
+            *hostile_unread_cases(), *hostile_limit_cases()]
 
 
 def measure(cases: list[Case]) -> list[Outcome]:

@@ -19,7 +19,7 @@ from program.evidence.numbers import ungrounded_numbers
 from program.evidence.relevance import Target
 from program.evidence.scope import Exclusion
 from program.evidence.screen import Screen
-from program.evidence.verdict import CitedRef, cited_refs, claim_blockers
+from program.evidence.verdict import BELOW_LIMIT, CitedRef, cited_refs, claim_blockers
 from contracts import (
     Claim,
     ExecutorOutput,
@@ -157,7 +157,7 @@ REVISABLE = frozenset({
     "verdict.state_conflict", "verdict.absence_on_hit", "verdict.no_hit_positive", "verdict.ungrounded_number",
     "verdict.misbound_number", "verdict.off_topic", "verdict.ungrounded_name", "verdict.ungrounded_topic",
     "verdict.excluded_topic", "verdict.runbook_only", "verdict.backfill_only", "verdict.second_look", CUT_OFF,
-    SET_ASIDE, CITED_AGAIN})
+    SET_ASIDE, CITED_AGAIN, BELOW_LIMIT})
 # The rules that refuse hostile text: a claim they refuse gets no second look either, which would
 # give it a new attempt.
 HOSTILE = frozenset({"verdict.bidi_control", "verdict.restated_instruction"})

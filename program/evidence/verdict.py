@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from program.evidence.absence import ABSENCE
+from program.evidence.capacity import below_limit
 from program.evidence.characters import bidi_controls
 from program.evidence.injection import restated_instruction, rests_on_direction
 from program.evidence.names import IDENTIFIER, ungrounded_names
@@ -59,6 +60,8 @@ from tools.recorder import call_text
 
 # A claim that says what its evidence asks the reader to say: an instruction obeyed.
 RESTATED_INSTRUCTION = "verdict.restated_instruction"
+# A claim that its resource is at its limit, where every used/limit measure it cites is below it.
+BELOW_LIMIT = "verdict.below_limit"
 # A claim whose every cited line tells its reader what to conclude: such a line is no evidence.
 DIRECTED_EVIDENCE = "verdict.directed_evidence"
 
@@ -257,6 +260,8 @@ def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target
                   f"the claim gives {'; '.join(misbound)}: a number said of another quantity")
         if conflicts := state_conflicts(claim.claim_text, {ref.state for ref in refs if ref.state}, contexts, names):
             block(claim, "verdict.state_conflict", "; ".join(conflicts))
+        if reason := below_limit(claim.claim_text, [ref.text for ref in refs if not ref.no_hit]):
+            block(claim, BELOW_LIMIT, reason)
         if missing := ungrounded_names(claim.claim_text, [ref.text for ref in refs], names, bool(conflicts)):
             block(claim, "verdict.ungrounded_name",
                   f"{', '.join(missing)} in the claim occur in none of the refs it cites")

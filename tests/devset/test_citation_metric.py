@@ -131,18 +131,19 @@ def test_the_expected_verdict_for_the_opposite_answer_earns_no_verdict_credit(ev
     evidence shows a healthy pool is the wrong answer passed."""
     recorded = evidence["near_miss_checkout_zh"]
     output = gold(recorded)
-    output["claims"][0]["claim_text"] = "checkout-service 的连接池已耗尽：HikariCP pool stats active=6/30。"
+    output["claims"][0]["claim_text"] = "checkout-service 的连接池告急：HikariCP pool stats active=6/30。"
     scored = score(recorded, output)
     assert scored.verdict == recorded.case["expected_verdict"] == "PASS"
     assert {"polarity", "verdict"} <= lost(scored)
 
 
 def test_a_wrong_answer_passed_scores_below_a_refusal_that_cites_the_same_line(evidence):
-    """"Exhausted" passed on a healthy pool earns nothing for the line it cites or the figures it
-    copies: it scores below a claim that code refuses (LOW_CONFID) citing the same line."""
+    """A pool "in crisis" (告急) passed on a healthy pool line earns nothing for the line it cites or
+    the figures it copies: it scores below a claim that code refuses (LOW_CONFID) citing the same
+    line. ("耗尽" with the line's figures code refuses itself: verdict.below_limit.)"""
     recorded = evidence["near_miss_checkout_zh"]
     wrong = gold(recorded)
-    wrong["claims"][0]["claim_text"] = "checkout-service 的连接池已耗尽：HikariCP pool stats active=6/30。"
+    wrong["claims"][0]["claim_text"] = "checkout-service 的连接池告急：HikariCP pool stats active=6/30。"
     refused = gold(recorded)
     refused["claims"][0]["claim_text"] += " 等待 999ms。"
     passed, blocked = score(recorded, wrong), score(recorded, refused)

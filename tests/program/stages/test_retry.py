@@ -205,11 +205,35 @@ def test_a_retry_that_keeps_saying_nothing_was_found_while_citing_the_line_is_no
     assert "HikariPool-1 - Connection is not available" in result.answer
 
 
+def test_a_healthy_pool_called_exhausted_is_refused_and_the_retry_told_why_answers_right(store):
+    """What the 1.5B verifier passed on ledger-service: code refuses "已耗尽" on a line whose
+    measure is below its limit, tells the retry so, and the retry's "未耗尽" is the answer."""
+    from devset import devset_world, load_devset
+
+    with devset_world():
+        case = next(c for c in load_devset() if c["case_id"] == "near_miss_ledger_zh")
+    told = []
+
+    def executor(observations, attempt, user):
+        stats = point(observations, "HikariCP pool stats")
+        if attempt == 1:
+            return claim("observation", "ledger-service 的连接池已耗尽：active=14/50, waiting=0。", stats)
+        told.append(field_value(user, "retry_context"))
+        return claim("observation", "ledger-service 的连接池未耗尽：active=14/50, waiting=0。", stats)
+
+    with devset_world():
+        result = diagnose(case["question"], lm=good_lm(case, executor=executor), db=store, compiled=False)
+    assert "verdict.below_limit" in told[0] and "14/50" in told[0]
+    assert result.verdict == "PASS" and "未耗尽" in result.answer and "已耗尽" not in result.answer
+    first, second = store.get_session(result.session_id).executor_attempts
+    assert [f.rule for f in first.blocked] == ["verdict.below_limit"] and second.used
+
+
 def test_a_search_that_left_lines_unread_is_not_retried():
     """No wording can prove an absence the search did not read for."""
     assert "verdict.unread_search" not in REVISABLE
     assert {"verdict.state_conflict", "verdict.absence_on_hit", "verdict.ungrounded_number", "verdict.misbound_number",
-            "verdict.off_topic", "verdict.ungrounded_name", "verdict.second_look"} <= REVISABLE
+            "verdict.off_topic", "verdict.ungrounded_name", "verdict.second_look", "verdict.below_limit"} <= REVISABLE
 
 
 def test_a_state_denied_on_the_alert_that_shows_it_is_verified_without_a_retry(cases, store):
