@@ -60,7 +60,7 @@ from tools.recorder import call_text
 
 # A claim that says what its evidence asks the reader to say: an instruction obeyed.
 RESTATED_INSTRUCTION = "verdict.restated_instruction"
-# A claim that its resource is at its limit, where every used/limit measure it cites is below it.
+# A claim that its resource is at its limit and gives a measure of the line it cites that is below it.
 BELOW_LIMIT = "verdict.below_limit"
 # A claim whose every cited line tells its reader what to conclude: such a line is no evidence.
 DIRECTED_EVIDENCE = "verdict.directed_evidence"
@@ -260,7 +260,7 @@ def claim_blockers(claims: list[Claim], cited: dict[str, list[CitedRef]], target
                   f"the claim gives {'; '.join(misbound)}: a number said of another quantity")
         if conflicts := state_conflicts(claim.claim_text, {ref.state for ref in refs if ref.state}, contexts, names):
             block(claim, "verdict.state_conflict", "; ".join(conflicts))
-        if reason := below_limit(claim.claim_text, [ref.text for ref in refs if not ref.no_hit]):
+        if reason := below_limit(claim.claim_text, [ref.text for ref in refs if not ref.no_hit and not ref.indirect]):
             block(claim, BELOW_LIMIT, reason)
         if missing := ungrounded_names(claim.claim_text, [ref.text for ref in refs], names, bool(conflicts)):
             block(claim, "verdict.ungrounded_name",
