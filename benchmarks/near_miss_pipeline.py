@@ -36,9 +36,8 @@ from program.store.audit import AuditStore  # noqa: E402
 RESULTS = Path(__file__).resolve().parents[1] / "results"
 
 
-def claims_of(result, store: AuditStore) -> list[dict]:
+def claims_of(result, record) -> list[dict]:
     """Each claim of the diagnosis, with its status, and whether the executor wrote its text."""
-    record = store.get_session(result.session_id)
     used = next((a for a in record.executor_attempts if a.used), None)
     written = {d.claim_text.strip() for d in used.drafts} if used else set()
     return [{"text": c.claim.claim_text, "status": c.verification_status,
@@ -47,14 +46,15 @@ def claims_of(result, store: AuditStore) -> list[dict]:
 
 
 def row(case: dict, result, store: AuditStore) -> dict:
-    claims = claims_of(result, store)
+    record = store.get_session(result.session_id)
+    claims = claims_of(result, record)
     verified = [c for c in claims if c["status"] == "verified"]
     wrong = result.verdict == "PASS" and any(c["own_words"] and c["says"] not in case["expected_polarity"]
                                              for c in verified)
     return {"case_id": case["case_id"], "split": case["split"], "question": case["question"], "verdict": result.verdict,
             "wrong_pass": wrong, "quote_only_pass": result.verdict == "PASS" and not any(c["own_words"] for c in verified),
             "claims": claims, "answer": result.answer, "session_id": result.session_id,
-            "executor_attempts": len(store.get_session(result.session_id).executor_attempts)}
+            "executor_attempts": len(record.executor_attempts)}
 
 
 def report(meta: dict, rows: list[dict]) -> str:

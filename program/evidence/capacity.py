@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 
-from program.evidence.statements import CLAUSE_END, CLEARED_WORDS, NEGATION, SENTENCE_END, statement_form
+from program.evidence.canonical import canonical
+from program.evidence.statements import CLAUSE_END, CLEARED_WORDS, NEGATION, sentences, statement_form
 
 # A resource at its limit. "full" only as a state ("is full", "已满"), never in "Full GC".
 AT_LIMIT = re.compile(r"耗尽|用尽|用光|已满|占满|打满|满载|枯竭|"
@@ -38,10 +39,8 @@ MEASURE = re.compile(r"\b([a-z_][\w.-]*)\s*[=:：]\s*(\d+(?:\.\d+)?)\s*([a-z]*)\
 
 def _clauses(text: str) -> list[tuple[str, str]]:
     """Each clause of the text with the sentence it stands in."""
-    found = []
-    for sentence in (s for s in SENTENCE_END.split(text) if s.strip()):
-        found += [(clause, sentence) for clause in CLAUSE_END.split(sentence) if clause.strip()]
-    return found
+    return [(clause, sentence) for sentence in sentences(text)
+            for clause in CLAUSE_END.split(sentence) if clause.strip()]
 
 
 def asserts_limit(clause: str, sentence: str) -> str | None:
@@ -65,19 +64,17 @@ def measures(text: str) -> list[tuple[str, float, float]]:
     return found
 
 
-def _compact(text: str) -> str:
-    return re.sub(r"\s+", "", statement_form(text)).casefold()
-
-
 def below_limit(claim_text: str, lines: list[str]) -> str | None:
     """Why a claim contradicts itself with a measure of the `lines` it cites (what was found, not
     runbooks), or None."""
     if any(RAN_OUT.search(statement_form(line)) for line in lines):
         return None
-    quoted = " ".join(_compact(line) for line in lines)
+    # A measure the line gives, as the gatekeeper compares a quote with its ref.
+    quoted = [canonical(line).text for line in lines]
     for clause, sentence in _clauses(statement_form(claim_text)):
         said = asserts_limit(clause, sentence)
-        below = [written for written, used, limit in measures(clause) if used < limit and _compact(written) in quoted]
+        below = [written for written, used, limit in measures(clause)
+                 if used < limit and any(canonical(written).text in line for line in quoted)]
         if said and below:
             return (f"the claim says {said!r} and gives {', '.join(below)}, a measure of use below its limit that the "
                     "line it cites shows, which says no such thing")
