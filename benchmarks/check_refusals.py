@@ -144,16 +144,20 @@ def draft(claim_type: str, text: str, *bindings) -> dict:
 
 # --- honest claims of the devset and of committed runs -----------------------------------------
 
+def _gold(case: dict) -> tuple[list[tuple[str, dict]], Callable[[list[ToolInvocation]], list[dict]]]:
+    """A devset case's gold calls, and its gold claims pointing at the invocations they made."""
+    def claims(invocations):
+        from tools.recorder import render_observations
+        return gold_executor_output(case, render_observations(invocations), point=True)["claims"]
+
+    return [(call.pop("tool_name"), call) for call in gold_tool_calls(case)], claims
+
+
 def devset_cases() -> Iterator[Case]:
     with devset_world():
         cases = [c for c in load_devset() if c["runs_lm"]]
     for case in cases:
-        calls = [(call.pop("tool_name"), call) for call in gold_tool_calls(case)]
-
-        def claims(invocations, case=case):
-            from tools.recorder import render_observations
-            return gold_executor_output(case, render_observations(invocations), point=True)["claims"]
-
+        calls, claims = _gold(case)
         world = "devset" if case.get("world") == "devset" else "fixture"
         yield Case(f"devset:{case['case_id']}", case["question"], calls, claims, world=world, kind="devset gold")
 
@@ -468,12 +472,11 @@ def hostile_limit_cases() -> Iterator[Case]:
     with devset_world():
         cases = [c for c in load_devset() if c["kind"] == "near_miss"]
     for case in cases:
-        calls = [(call.pop("tool_name"), call) for call in gold_tool_calls(case)]
+        calls, gold = _gold(case)
         service = case["gold"]["plan"]["target_services"][0]
 
-        def claims(invocations, case=case, service=service):
-            from tools.recorder import render_observations
-            drafts = gold_executor_output(case, render_observations(invocations), point=True)["claims"]
+        def claims(invocations, case=case, service=service, gold=gold):
+            drafts = gold(invocations)
             stats = re.search(r"active=\d+/\d+", " ".join(ref.text for inv in invocations
                                                             for ref in inv.retrieval_details.evidence_refs))
             text = (f"{service} 的连接池已耗尽：{stats.group()}。" if question_language(case["question"]) == "zh"
