@@ -279,6 +279,9 @@ class RetryContext(Contract):
     errors: list[Finding]
     # Where the facts of each refused claim are, as the retry was told (empty: nowhere it was offered).
     relocated: list[Relocated] = Field(default_factory=list)
+    # The claims of that attempt code let through: they stand in the new attempt's output as they
+    # were, and the refs they cite are not offered to it again.
+    kept: list[str] = Field(default_factory=list)
 
 
 class VerifierInput(Contract):

@@ -41,7 +41,7 @@ from contracts import (
     GatekeeperResult,
     ToolInvocation,
 )
-from contracts.record import DiagnosisSession
+from contracts.record import DiagnosisSession, ExecutorAttempt
 from tools.text.folding import ZERO_WIDTH
 from tools.recorder import call_text, citation_label
 
@@ -95,6 +95,8 @@ class ClaimView:
     refs: list[RefView]
     # The executor wrote no text: the claim's text is code's quote of what it pointed at.
     quoted: bool = False
+    # It stands from the attempt before, which code let it through in; this attempt did not write it.
+    kept: bool = False
 
 
 def _cited_text(binding: CheckedBinding, invocations: dict[int, ToolInvocation]) -> tuple[str | None, str]:
@@ -151,12 +153,15 @@ def _refs(bindings: list[CheckedBinding], invocations: dict[int, ToolInvocation]
 
 def _claims(output: ExecutorOutput | None, gate: GatekeeperResult | None, drafts: list[ClaimDraft],
             judgements: dict[str, ClaimJudgement], overrides: list[Finding],
-            invocations: dict[int, ToolInvocation]) -> list[ClaimView]:
+            invocations: dict[int, ToolInvocation], kept: list[str] = ()) -> list[ClaimView]:
+    """The views of an attempt's claims: those that stand from the attempt before (`kept`, first in
+    its output), then those it wrote, one for each of its `drafts`."""
     views = []
     checked = gate.checked_bindings if gate else []
+    written = iter(drafts)
     for number, claim in enumerate(output.claims if output else []):
         judgement = judgements.get(claim.claim_id)
-        draft = drafts[number] if number < len(drafts) else None
+        draft = None if claim.claim_id in kept else next(written, None)
         labels = [b for b in draft.evidence_bindings if isinstance(b, str)] if draft else []
         views.append(ClaimView(
             number=number + 1,
@@ -166,6 +171,7 @@ def _claims(output: ExecutorOutput | None, gate: GatekeeperResult | None, drafts
             overrides=[o for o in overrides if o.claim_id == claim.claim_id],
             labels=labels,
             quoted=draft is not None and not draft.claim_text.strip(),
+            kept=claim.claim_id in kept,
             refs=_refs([cb for cb in checked if cb.claim_id == claim.claim_id], invocations)))
     return views
 
@@ -174,6 +180,10 @@ def _run_findings(gate: GatekeeperResult | None) -> list[Finding]:
     """The gatekeeper's findings that no citation row shows: about the run, a claim as a whole, or a
     label that named nothing (older records kept an index for those)."""
     return [f for f in gate.errors if f.binding_index is None or f.rule == UNKNOWN_LABEL] if gate else []
+
+
+def _kept(attempt: ExecutorAttempt | None) -> list[str]:
+    return attempt.retry_context.kept if attempt is not None and attempt.retry_context else []
 
 
 def render_session(record: DiagnosisSession, invocations: list[ToolInvocation]) -> str:
@@ -187,8 +197,8 @@ def render_session(record: DiagnosisSession, invocations: list[ToolInvocation]) 
     judgements = {j.claim_id: j for j in evaluation.claim_judgements} if evaluation else {}
     overrides = evaluation.code_overrides if evaluation else []
     claims = _claims(record.executor_output or (used.executor_output if used else None), gate,
-                     used.drafts if used else [], judgements, overrides, by_id)
-    earlier = [(a, _claims(a.executor_output, a.gatekeeper_result, a.drafts, {}, [], by_id),
+                     used.drafts if used else [], judgements, overrides, by_id, _kept(used))
+    earlier = [(a, _claims(a.executor_output, a.gatekeeper_result, a.drafts, {}, [], by_id, _kept(a)),
                 _run_findings(a.gatekeeper_result)) for a in attempts if a is not used]
     return TEMPLATES.get_template("session.html").render(
         record=record, evaluation=evaluation, gate=gate, gate_findings=_run_findings(gate), claims=claims,

@@ -130,8 +130,10 @@ def _cited_again(claim: Claim, context: RetryContext | None) -> str | None:
     said hold the facts that claim wrote, or None. What those refs say is not what the refused claim
     answered: the 1.5B, told "850ms … is in #31 $.logs[4]", pointed at the memory line it had cited,
     and code's quote of it read as an answer about GC pauses (bench-20261207T054349Z)."""
+    if context is None or claim.claim_id in context.kept:
+        return None
     labels = set(_labels(claim))
-    for claim_id in dict.fromkeys(r.claim_id for r in context.relocated) if context is not None else ():
+    for claim_id in dict.fromkeys(r.claim_id for r in context.relocated):
         moves = [r for r in context.relocated if r.claim_id == claim_id]
         holding = [r.holding for r in moves]
         if labels and labels <= set(moves[0].cited) and not labels & set(holding):
@@ -230,6 +232,11 @@ def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = ()
     written = {c.claim_id: c for c in claims}
     lines = [f"Code refused attempt {context.attempt}. Write each refused claim anew so that none of its findings "
              "holds (its state, service, numbers and type as the labels it cites show them), or leave it out."]
+    if context.kept:
+        # Asked to point, the 1.5B pointed again at what a claim that had passed cites and left out
+        # the refused one (seven cases of results/20261207T120521Z).
+        lines.append(f"{', '.join(context.kept)} passed the checks and {'stands' if len(context.kept) == 1 else 'stand'}"
+                     " as written: do not write it again; the refs it cites are not offered.")
     for claim_id, findings in _by_claim(context.errors).items():
         claim = written.get(claim_id)
         if claim is None:

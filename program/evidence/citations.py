@@ -135,16 +135,16 @@ class Menu:
             return whole if whole is not None and not clauses(whole.excerpt) else None
         return self.citations.get(label)
 
-    def expand(self, drafts: Iterable[ClaimDraft], language: Language | None = None
+    def expand(self, drafts: Iterable[ClaimDraft], language: Language | None = None, taken: Iterable[str] = ()
                ) -> tuple[list[Claim], list[Finding]]:
         """Claims in the seed's contract: each label becomes the binding it names, a quoted binding
         stays as written, and a label that names nothing on the menu is refused. Claims keep the ids
-        the LM gave them where those are unique; the others are numbered. A claim whose text is
-        empty only points: given the answer's `language`, its text is the quote of what it cites
-        (`quoted`), as the Citations API extracts it."""
+        the LM gave them where those are unique and not `taken` (by claims that stand beside them);
+        the others are numbered. A claim whose text is empty only points: given the answer's
+        `language`, its text is the quote of what it cites (`quoted`), as the Citations API extracts it."""
         drafts = list(drafts)
-        given = {d.claim_id for d in drafts if d.claim_id}
-        used: set[str] = set()
+        used: set[str] = set(taken)
+        given = {d.claim_id for d in drafts if d.claim_id} | used
         claims, refused = [], []
         for number, draft in enumerate(drafts, start=1):
             if draft.claim_id and draft.claim_id not in used:

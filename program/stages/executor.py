@@ -13,6 +13,12 @@ Refine writes its feedback with one more LM call over the program's source code 
 checks' findings, and it reruns the module on the same inputs, where a second look's new lines must
 reach the next attempt's menu. Both attempts are returned; the one the checks score higher is used.
 
+A new attempt revises; it does not start over. The claims code let through stand in its output as
+they were (`RetryContext.kept`), and the refs they cite are not offered to it again: asked to point
+after one of two claims was refused, the 1.5B pointed again at what the claim that had passed cites
+and left out the refused one, so the retry lost what the first attempt had right (seven cases of
+results/20261207T120521Z). When what stands cites every ref left, no new attempt is asked for.
+
 The new attempt is asked differently where it matters, through DSPy's per-call seams: it points
 and writes nothing. The signature's instructions say so (`signatures.diagnosis.retry_citation`),
 the narrowed schema allows its claims no text (`citation_patch(pointing=True)`), and code quotes
@@ -40,17 +46,21 @@ from program.lm.engine import narrows
 from program.stages.nearest import NearestDemo, same_case
 from program.stages.stage_errors import stage_error
 from contracts import (
-    ExecutorOutput, Finding, Language, ParseStatus, PlannerOutput, RetryContext, SetAside, ToolInvocation)
+    Claim, EvidenceBinding, ExecutorOutput, Finding, Language, ParseStatus, PlannerOutput, RetryContext, SetAside, ToolInvocation)
 from signatures.demos import executor_demos, for_language, retry_demos
 from signatures.diagnosis import CiteEvidence, narrow_citation, retry_citation
 from tools.recorder import canonical_label, render_observations
 
 LISTS = ("hypotheses", "missing_info", "recommended_actions")
+# A retry's claim that only cites again what a claim standing from the attempt before cites.
+REPEATS_KEPT = "executor.repeats_kept"
 
 
 class Cite(dspy.Module):
     """Claims bound to this session's citations. Returns a Prediction with `output` (the expanded
-    ExecutorOutput), `parse_status`, `drafts` (the claims as the LM wrote them), `decisions` (what
+    ExecutorOutput, which on a retry begins with the claims that stand from the attempt before),
+    `parse_status`, `drafts` (the claims as the LM wrote them, less those a retry wrote again of what
+    stands), `written` (all it wrote), `decisions` (what
     it decided of each ref, by label), `set_aside` (the bindings of refs it decided do not answer,
     which code took out of its claims), `screened` (what code set aside before asking it), `refused`
     (labels that name no citation), `error` (the LM stage's failure, or None) and `text_cap` (the
@@ -87,15 +97,21 @@ class Cite(dspy.Module):
         tried = [(first, None, review(first, None))]
         while len(tried) < attempts and (context := tried[-1][2].retry) is not None:
             previous, _, reviewed = tried[-1]
-            menu = _menu(reviewed.invocations, reviewed.withheld, screen)
-            context = context.model_copy(update={"relocated": relocated(context, previous.output.claims, {
-                label: menu.citations[label].excerpt for label in menu.hits if label in menu.refs})})
+            kept = _standing(reviewed)
+            withheld = reviewed.withheld + _cited_labels(kept, _menu(reviewed.invocations, (), screen))
+            menu = _menu(reviewed.invocations, withheld, screen)
+            if kept and not menu.offered:
+                # What stands cites every ref left: a new attempt could only say it again.
+                break
+            context = context.model_copy(update={"kept": [c.claim_id for c in kept], "relocated": relocated(
+                context, previous.output.claims, {label: menu.citations[label].excerpt
+                                                  for label in menu.hits if label in menu.refs})})
             told = retry_text(context, previous.output.claims, reviewed.found)
             again = self.attempt(question, plan, reviewed.invocations, narrow, told, constrain, retry=True,
-                                 withheld=reviewed.withheld, language=language, screen=screen)
+                                 withheld=withheld, language=language, screen=screen, kept=kept)
             # Under greedy decoding a small model may write the refused claims again unchanged: that is
             # no revision, and it never wins a tie against the attempt it repeats.
-            again.repeated = _same_claims(again.drafts, previous.drafts)
+            again.repeated = _same_claims(again.written, previous.written)
             tried.append((again, context, review(again, context)))
         # Otherwise the later attempt wins a tie: it was told why.
         chosen = max(range(len(tried)), key=lambda n: (tried[n][2].score, -1 if tried[n][0].get("repeated") else n))
@@ -103,10 +119,12 @@ class Cite(dspy.Module):
 
     def attempt(self, question: str, plan: PlannerOutput, invocations: list[ToolInvocation], narrow: bool,
                 retry_context: str, constrain: bool | None, retry: bool = False,
-                withheld: tuple[str, ...] = (), *, language: Language, screen: Screen | None = None) -> dspy.Prediction:
+                withheld: tuple[str, ...] = (), *, language: Language, screen: Screen | None = None,
+                kept: list[Claim] = ()) -> dspy.Prediction:
         """One call of the predictor on this session's menu, less the `withheld` labels and what the
         `screen` sets aside, shown the demos in the answer's `language`. retry: the attempt after a
-        refusal, asked with the retry's instructions and its worked examples."""
+        refusal, asked with the retry's instructions and its worked examples. kept: the claims of the
+        attempt before that code let through, which stand first in this one's output."""
         menu = _menu(invocations, withheld, screen)
         screening = menu.screening
         if not menu.offered:
@@ -136,15 +154,15 @@ class Cite(dspy.Module):
         except dspy.AdapterParseError as exc:
             parts, parse = salvage_executor_output(exc.lm_response, tuple(signature.output_fields))
             return self._result(parts, parse, menu, error=stage_error(self.usage_key, exc), text_cap=cap,
-                                language=language, demos=demos)
+                                language=language, demos=demos, kept=kept)
         except Exception as exc:  # an LM error or timeout: nothing was cited
-            return self._result(ExecutorOutput(), ParseStatus(status="invalid", detail=(
+            return self._result(ExecutorOutput(claims=list(kept)), ParseStatus(status="invalid", detail=(
                 f"executor LM call failed: {type(exc).__name__}")), error=stage_error(self.usage_key, exc),
                                 screened=screening.set_aside, demos=demos)
         parts = {name: list(getattr(pred, name, None) or []) for name in ("claims", *LISTS)}
         parts[DECISIONS] = {j.ref: j.decision for j in getattr(pred, DECISIONS, None) or []}
         return self._result(parts, ParseStatus(status="valid", detail="parsed executor evidence contract"), menu,
-                            text_cap=cap, language=language, demos=demos)
+                            text_cap=cap, language=language, demos=demos, kept=kept)
 
     def demos_for(self, question: str, plan: PlannerOutput, language: Language, retry: bool = False) -> list:
         """The demos shown for this question, in its answer's language: the predictor's, then the
@@ -159,26 +177,66 @@ class Cite(dspy.Module):
     def _result(parts: dict | ExecutorOutput, parse: ParseStatus, menu: Menu | None = None,
                 error: Finding | None = None, text_cap: int | None = None,
                 language: Language | None = None, screened: list[SetAside] = (),
-                demos: list = ()) -> dspy.Prediction:
+                demos: list = (), kept: list[Claim] = ()) -> dspy.Prediction:
         shown = [demo.get("question", "") for demo in demos]
         if isinstance(parts, ExecutorOutput):
-            return dspy.Prediction(output=parts, parse_status=parse, drafts=[], refused=[], error=error, text_cap=None,
-                                   decisions={}, set_aside=[], screened=list(screened), demos=shown)
-        drafts = parts.get("claims", [])
+            return dspy.Prediction(output=parts, parse_status=parse, drafts=[], written=[], refused=[], error=error,
+                                   text_cap=None, decisions={}, set_aside=[], screened=list(screened), demos=shown)
+        drafts = written = parts.get("claims", [])
         # Only the refs it judged an answer; a decision on a label not on the menu decides nothing.
         offered = set(menu.refs)
         decisions = {key: d for label, d in parts.get(DECISIONS, {}).items() if (key := canonical_label(label)) in offered}
         answering, set_aside = menu.answering(drafts, decisions)
-        claims, refused = menu.expand(answering, language)
-        output = ExecutorOutput(claims=claims, **{name: parts.get(name, []) for name in LISTS})
-        return dspy.Prediction(output=output, parse_status=parse, drafts=drafts, refused=refused, error=error,
-                               text_cap=text_cap, decisions=decisions, set_aside=set_aside,
+        drafts, answering, repeats = _new_claims(drafts, answering, kept, menu)
+        claims, refused = menu.expand(answering, language, taken={c.claim_id for c in kept})
+        output = ExecutorOutput(claims=[*kept, *claims], **{name: parts.get(name, []) for name in LISTS})
+        return dspy.Prediction(output=output, parse_status=parse, drafts=drafts, written=written, refused=refused, error=error,
+                               text_cap=text_cap, decisions=decisions, set_aside=set_aside + repeats,
                                screened=menu.screening.set_aside, demos=shown)
 
 
 def _menu(invocations: list[ToolInvocation], withheld: tuple[str, ...], screen: Screen | None) -> Menu:
     """What an attempt may cite: the session's citations less the `withheld` labels and what `screen` sets aside."""
     return Menu(invocations, withheld, screen(invocations) if screen is not None else None)
+
+
+def _standing(reviewed: Review) -> list[Claim]:
+    """The claims of a reviewed attempt that code let through, unless the gatekeeper rejected it: a
+    fabricated citation discredits the whole attempt."""
+    return [] if reviewed.checked.gate.severity == "reject" else reviewed.checked.verifiable
+
+
+def _refs_of(claims: list[Claim]) -> set[tuple[int, str | None]]:
+    return {(b.source_invocation_id, b.raw_path) for c in claims for b in c.evidence_bindings}
+
+
+def _cited_labels(claims: list[Claim], menu: Menu) -> tuple[str, ...]:
+    """Every label of `menu` that names a ref the claims cite, its clauses included."""
+    cited = _refs_of(claims)
+    return tuple(label for label, c in menu.citations.items() if (c.invocation_id, c.raw_path) in cited)
+
+
+def _new_claims(drafts: list, answering: list, kept: list[Claim], menu: Menu) -> tuple[list, list, list[Finding]]:
+    """The drafts (as written, and as they answer) that say something besides what stands in `kept`,
+    and a finding for each one left out: a draft every label of which names a ref a kept claim cites
+    repeats what stands (a retry under no schema may cite what it was not offered)."""
+    cited = _refs_of(kept)
+
+    def ref(cited: str | EvidenceBinding) -> tuple[int | None, str | None] | None:
+        if isinstance(cited, EvidenceBinding):
+            return cited.source_invocation_id, cited.raw_path
+        citation = menu.lookup(cited)
+        return None if citation is None else (citation.invocation_id, citation.raw_path)
+
+    def repeats(draft) -> bool:
+        refs = [ref(cited) for cited in draft.evidence_bindings]
+        return bool(kept) and bool(refs) and all(r in cited for r in refs)
+
+    left = [n for n, draft in enumerate(answering) if not repeats(draft)]
+    findings = [Finding(rule=REPEATS_KEPT, claim_id=draft.claim_id or None, message=(
+        f"claim {n + 1} as written ({draft.claim_type}, {draft.claim_text!r}) cites only what claims that stand "
+        f"from the attempt before cite; it was left out")) for n, draft in enumerate(drafts) if n not in left]
+    return [drafts[n] for n in left], [answering[n] for n in left], findings
 
 
 def _same_claims(drafts: list, before: list) -> bool:

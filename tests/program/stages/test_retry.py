@@ -3,6 +3,8 @@ asked once more, told why in the checks' own words; a second look's lines reach 
 attempts are recorded and shown; the one the checks score higher is used (issue: the checks as DSPy
 assertions)."""
 
+import json
+
 import pytest
 
 from devset.gold import refs_in
@@ -13,7 +15,9 @@ from program.evidence.citations import Menu
 from program.lm.adapter import TEXT_MAX_CHARS, citation_patch
 from program.evidence.relevance import Target, off_topic
 from program.evidence.statements import state_conflicts
+from program.stages.executor import REPEATS_KEPT
 from contracts import Claim, ClaimDraft, EvidenceBinding
+from tools.recorder import render_observations
 from signatures.demos import REVISIONS, STATE_CONFLICT, STILL_FIRING, UNNAMED, for_language, retry_demos
 from signatures.diagnosis import RETRY_INSTRUCTIONS
 from tests.support.good_lm import good_lm
@@ -108,23 +112,127 @@ def test_at_most_one_more_attempt_and_a_still_blocked_claim_names_what_was_found
 
 def test_the_attempt_the_checks_score_higher_is_used(cases, store):
     def executor(observations, attempt, user):
-        label = point(observations, "HighCPUUsage")
         if attempt == 1:
-            return {"claims": [{"claim_type": "observation", "evidence_bindings": [label],
-                                "claim_text": "payment-service 的 HighCPUUsage 告警正在触发，当前 92%"},
-                               {"claim_type": "observation", "evidence_bindings": [label],
-                                "claim_text": "payment-service 的 HighCPUUsage 告警当前 95%"}], "missing_info": []}
+            return claim("observation", "payment-service 的 HighCPUUsage 告警当前 95%", point(observations, "HighCPUUsage"))
         return claim("observation", "payment-service 的 HighCPUUsage 告警正在触发", "#99 $.alerts[0]")
 
     lm = good_lm(cpu_case(cases), planner=planner(CPU_LOOKUP), executor=executor)
     result = diagnose(CPU_QUESTION, lm=lm, db=store)
     record = store.get_session(result.session_id)
     first, second = record.executor_attempts
-    # The retry fabricated a citation (a reject); the first attempt's verifiable claim stands.
+    # The retry fabricated a citation (a reject); the first attempt, which code only refused, is used.
     assert second.gatekeeper_result.severity == "reject" and (first.used, second.used) == (True, False)
-    assert result.verdict == "PASS" and [c.verification_status for c in result.claims] == ["verified", "downgraded"]
+    assert result.verdict == "LOW_CONFID" and "verdict.ungrounded_number" in [f.rule for f in first.blocked]
     html = render_session(record, store.list_invocations(result.session_id))
     assert "Executor attempt 2, not used" in html and "evidence.unknown_label" in html
+
+
+MIXED_QUESTION = "只确认 order-service 是否有 HighMemoryUsage 告警在触发，以及日志中是否有 Full GC。"
+MIXED_CALLS = planner({"tool_name": "query_metrics", "service": "order-service", "alert_name": "HighMemoryUsage"},
+                      {"tool_name": "query_logs", "query": "Full GC", "service": "order-service"})
+ALERT_CLAIM = "order-service 的 HighMemoryUsage 告警正在触发：current=91%。"
+
+
+def test_what_code_let_through_stands_and_the_retry_revises_only_what_was_refused(cases, store):
+    """The 1.5B, asked to point after one of two claims was refused, pointed again at the alert of the
+    claim that had passed and left out the refused one (results/20261207T120521Z). The claim that
+    passed now stands as it was, the retry is told so and is not offered its refs, and what it
+    writes is added beside it."""
+    told, offered = [], []
+
+    def executor(observations, attempt, user):
+        alert, gc = point(observations, "HighMemoryUsage firing"), point(observations, "Full GC 次数")
+        told.append(field_value(user, "retry_context"))
+        if attempt == 1:
+            return {"claims": [{"claim_type": "observation", "evidence_bindings": [alert], "claim_text": ALERT_CLAIM},
+                               {"claim_type": "negative_observation", "evidence_bindings": [gc],
+                                "claim_text": "order-service 的日志中未检索到 Full GC。"}], "missing_info": []}
+        return claim("observation", "", gc)
+
+    lm = good_lm({**cases["high_memory_positive"], "question": MIXED_QUESTION}, planner=MIXED_CALLS,
+                 executor=executor)
+    result = diagnose(MIXED_QUESTION, lm=lm, db=store)
+    record = store.get_session(result.session_id)
+    first, second = record.executor_attempts
+    assert [f.rule for f in first.blocked] == ["verdict.absence_on_hit"]
+    assert second.used and second.retry_context.kept == ["claim-1"]
+    assert "claim-1 passed the checks and stands as written" in told[1]
+    assert [c.claim_text for c in second.executor_output.claims] == [
+        ALERT_CLAIM, "证据显示：[11:15][WARN][order-service] Full GC 次数: 15 (近15m), 平均停顿: 850ms"]
+    assert result.verdict == "PASS" and [c.verification_status for c in result.claims] == ["verified", "verified"]
+    html = render_session(record, store.list_invocations(result.session_id))
+    assert html.count("It stands from the attempt before") == 1
+    assert "What code let through in attempt 1 stands: claim-1." in html
+
+
+def test_a_retry_under_a_schema_is_not_offered_what_stands(cases, store, monkeypatch):
+    monkeypatch.setattr("program.stages.pipeline.narrows", lambda lm: True)
+    schemas = []
+
+    def executor(observations, attempt, user):
+        alert, gc = point(observations, "HighMemoryUsage firing"), point(observations, "Full GC 次数")
+        if attempt == 1:
+            return {"claims": [{"claim_type": "observation", "evidence_bindings": [alert], "claim_text": ALERT_CLAIM},
+                               {"claim_type": "observation", "evidence_bindings": [gc],
+                                "claim_text": "order-service 的日志显示 Full GC 40 次。"}], "missing_info": []}
+        return claim("observation", "", gc)
+
+    lm = good_lm({**cases["high_memory_positive"], "question": MIXED_QUESTION}, planner=MIXED_CALLS,
+                 executor=executor)
+    complete = lm.engine.complete
+
+    def recorded(request):
+        schemas.append(json.dumps(request.config.response_format or {}, ensure_ascii=False))
+        return complete(request)
+
+    monkeypatch.setattr(lm.engine, "complete", recorded)
+    result = diagnose(MIXED_QUESTION, lm=lm, db=store)
+    record = store.get_session(result.session_id)
+    alert = point(render_observations(store.list_invocations(result.session_id)), "HighMemoryUsage firing")
+    first, second = record.executor_attempts
+    assert second.retry_context.kept == ["claim-1"]
+    retry_schema = next(s for s in reversed(schemas) if '"const": ""' in s)
+    assert alert not in retry_schema and alert in schemas[1]
+    assert result.verdict == "PASS" and len(result.claims) == 2
+
+
+def test_a_retry_that_points_only_at_what_stands_adds_nothing(cases, store):
+    """A retry under no schema may cite what it was not offered: a claim citing only what a claim that
+    stands cites is left out, and the record says so."""
+    def executor(observations, attempt, user):
+        alert, gc = point(observations, "HighMemoryUsage firing"), point(observations, "Full GC 次数")
+        if attempt == 1:
+            return {"claims": [{"claim_type": "observation", "evidence_bindings": [alert], "claim_text": ALERT_CLAIM},
+                               {"claim_type": "negative_observation", "evidence_bindings": [gc],
+                                "claim_text": "order-service 的日志中未检索到 Full GC。"}], "missing_info": []}
+        return claim("observation", "", alert)
+
+    lm = good_lm({**cases["high_memory_positive"], "question": MIXED_QUESTION}, planner=MIXED_CALLS,
+                 executor=executor)
+    result = diagnose(MIXED_QUESTION, lm=lm, db=store)
+    record = store.get_session(result.session_id)
+    first, second = record.executor_attempts
+    assert [c.claim_text for c in second.executor_output.claims] == [ALERT_CLAIM] and second.drafts == []
+    assert [n.rule for n in record.notes if n.rule == REPEATS_KEPT] == [REPEATS_KEPT]
+    assert [c.claim.claim_text for c in result.claims if c.verification_status == "verified"] == [ALERT_CLAIM]
+
+
+def test_no_retry_when_what_stands_cites_every_ref_left(cases, store):
+    """Code refused one of two claims on the same alert: what passed answers, and a new attempt could
+    only point at that alert again, so none is asked for."""
+    def executor(observations, attempt, user):
+        label = point(observations, "HighCPUUsage")
+        return {"claims": [{"claim_type": "observation", "evidence_bindings": [label],
+                            "claim_text": "payment-service 的 HighCPUUsage 告警正在触发，当前 92%"},
+                           {"claim_type": "observation", "evidence_bindings": [label],
+                            "claim_text": "payment-service 的 HighCPUUsage 告警当前 95%"}], "missing_info": []}
+
+    lm = good_lm(cpu_case(cases), planner=planner(CPU_LOOKUP), executor=executor)
+    result = diagnose(CPU_QUESTION, lm=lm, db=store)
+    record = store.get_session(result.session_id)
+    (only,) = record.executor_attempts
+    assert only.used and record.usage["executor"].lm_calls == 1
+    assert result.verdict == "PASS" and [c.verification_status for c in result.claims] == ["verified", "downgraded"]
 
 
 def test_a_line_the_second_look_found_reaches_the_retry_s_menu(cases, store):
