@@ -35,6 +35,7 @@ from program.entry.api import diagnose
 from program.store.audit import AuditStore
 from program.evidence.question_words import mentions
 from program.lm.engine import EMBEDDED, base_engine, lm_spec, narrows, resolve_lm
+from program.stages.compiled import load_from
 from program.stages.pipeline import Diagnosis
 from program.lm.transcript import recording_lm, replaying_lm
 
@@ -51,6 +52,8 @@ ENGLISH = Path(__file__).resolve().parent / "english_questions.json"
 # issue): a state as an observation, a presumption the evidence contradicts, a line only the second look saw.
 RETRY = Path(__file__).resolve().parent / "retry_questions.json"
 SETS = ("seed", "unseen", "fresh", "hard", "retry", "reallogs", "english")
+# The label of the program that runs unless --compiled names another beside it.
+UNCOMPILED = "uncompiled"
 
 
 def questions(only: str) -> list[dict]:
@@ -161,26 +164,54 @@ def summary(rows: list[dict]) -> dict:
             "second_opinions": sum(r.get("second_opinions", 0) for r in rows)}
 
 
-def report(meta: dict, rows: list[dict], totals: dict) -> str:
-    lines = [f"# Diagnosis benchmark {meta['run']}", "",
-             f"LM `{meta['lm']}`, LM cache off, {meta['mode']}. Started {meta['started']}.", "",
-             "| set | right | unsafe PASS | wrong PASS | gatekeeper pass |", "| --- | --- | --- | --- | --- |"]
+def set_table(totals: dict) -> list[str]:
+    lines = ["| set | right | unsafe PASS | wrong PASS | gatekeeper pass |", "| --- | --- | --- | --- | --- |"]
     for name in SETS:
         if totals.get(name):
             t = totals[name]
             lines.append(f"| {name} | {t['right']} of {t['questions']} | {t['unsafe_pass']} | {t.get('wrong_pass', '-')} | "
                          f"{t['gatekeeper_pass']} of {t['questions']} |")
+    return lines
+
+
+def compared(meta: dict, rows: list[dict], totals: dict) -> list[str]:
+    """The compiled program beside the uncompiled one: each's sets, and every question whose verdict
+    or rightness differs between them."""
+    name = Path(meta["compiled"]).stem
+    both: dict[str, dict] = {}
+    for row in rows:
+        both.setdefault(row["id"], {})[row.get("program", UNCOMPILED)] = row
+    moved = [f"- {qid}: uncompiled {pair[UNCOMPILED]['verdict']} ({'right' if pair[UNCOMPILED]['right'] else 'wrong'}), "
+             f"compiled {pair[name]['verdict']} ({'right' if pair[name]['right'] else 'wrong'})"
+             for qid, pair in both.items() if (pair[UNCOMPILED]["verdict"], pair[UNCOMPILED]["right"])
+             != (pair[name]["verdict"], pair[name]["right"])]
+    c = totals["compiled"]
+    return ["", f"## The compiled program `{meta['compiled']}`, asked the same questions after the uncompiled one", "",
+            *set_table(c), "",
+            f"Median per diagnosis: {c['median_seconds']} s, {c['median_prompt_tokens']} prompt + "
+            f"{c['median_completion_tokens']} completion tokens.", "",
+            "Questions whose verdict or rightness differs between the two programs:" if moved
+            else "No question's verdict or rightness differs between the two programs.", *moved]
+
+
+def report(meta: dict, rows: list[dict], totals: dict) -> str:
+    lines = [f"# Diagnosis benchmark {meta['run']}", "",
+             f"LM `{meta['lm']}`, LM cache off, {meta['mode']}. Started {meta['started']}.", "",
+             *(["## The uncompiled program", ""] if meta.get("compiled") else []), *set_table(totals)]
     lines += ["", f"Median per diagnosis: {totals['median_seconds']} s, {totals['median_lm_calls']} LM calls, "
               f"{totals['median_prompt_tokens']} prompt + {totals['median_completion_tokens']} completion tokens. "
               f"The verifier judged {totals['verifier_judgements']} claim(s); code disagreed with "
               f"{totals['verifier_disagreements']} of its 'contradicted' verdicts, and asked it again, without the "
               f"question, {totals.get('second_opinions', 0)} time(s). The executor was asked again in "
               f"{totals['retries']} diagnosis(es); {totals['retries_repeated']} of those retries wrote the refused "
-              "claims again word for word (no revision).", "",
-              "| question | set | verdict | expected | right | gatekeeper | claims verified | forbidden | seconds "
-              "| LM calls | prompt | completion |", "| --- " * 12 + "|"]
+              "claims again word for word (no revision)."]
+    if meta.get("compiled"):
+        lines += compared(meta, rows, totals)
+    lines += ["", "| question | program | set | verdict | expected | right | gatekeeper | claims verified | forbidden "
+              "| seconds | LM calls | prompt | completion |", "| --- " * 13 + "|"]
     for r in rows:
-        lines.append(f"| {r['id']} | {r['set']} | {r['verdict']} | {r['expected']} | {'yes' if r['right'] else 'no'} | "
+        lines.append(f"| {r['id']} | {r.get('program', UNCOMPILED)} | {r['set']} | {r['verdict']} | {r['expected']} | "
+                     f"{'yes' if r['right'] else 'no'} | "
                      f"{r['gatekeeper']} | {r['verified']} of {r['claims']} | {', '.join(r['forbidden_hits']) or '-'} | "
                      f"{r['seconds']} | {r['lm_calls']} | {r['prompt_tokens']} | {r['completion_tokens']} |")
     return "\n".join(lines) + "\n"
@@ -207,6 +238,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="results", help="folder for the run's directory")
     parser.add_argument("--replay", help="a run directory to re-score from its transcript, without the model")
     parser.add_argument("--ids", help="comma-separated question ids: only these of the set")
+    parser.add_argument("--compiled", help="a compiled program (compiled/diagnosis-<run>.json): ask every question "
+                                           "of the uncompiled program and then of this one, in the same run")
     args = parser.parse_args(argv)
     dspy.configure_cache(enable_disk_cache=False, enable_memory_cache=False)
     with ExitStack() as stack:
@@ -223,13 +256,14 @@ def bench(args) -> int:
         meta = {**recorded["meta"], "mode": f"replayed from {source}"}
         out, transcript = source, source / "transcript.jsonl"
         asked = [q for q in every_question() if q["id"] in {r["id"] for r in recorded["rows"]}]
-        seconds = {r["id"]: r["seconds"] for r in recorded["rows"]}
+        seconds = {(r["id"], r.get("program", UNCOMPILED)): r["seconds"] for r in recorded["rows"]}
     else:
         run = "bench-" + datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
         out = Path(args.out) / run
         out.mkdir(parents=True, exist_ok=True)
         transcript = out / "transcript.jsonl"
-        meta = {"run": run, "lm": lm_spec(args.lm), "mode": "recorded", "started": datetime.now(UTC).isoformat()}
+        meta = {"run": run, "lm": lm_spec(args.lm), "mode": "recorded", "started": datetime.now(UTC).isoformat(),
+                "compiled": args.compiled}
         asked, seconds = questions(args.only), {}
         if args.ids:
             wanted = set(args.ids.split(","))
@@ -242,34 +276,49 @@ def bench(args) -> int:
             meta.update(lm_server=args.lm_server, schema=engine.describe())
     store = AuditStore("sqlite://")
     logs = real_logs(out, write=not args.replay) if any(q["set"] == "reallogs" for q in asked) else None
+    compiled = meta.get("compiled")
+    programs = [UNCOMPILED] + ([Path(compiled).stem] if compiled else [])
     rows, unrecorded = [], {}
     for n, question in enumerate(asked, start=1):
         if question["set"] == "reallogs":
             os.environ["DIAGNOSIS_LOGS_DIR"] = str(logs)
         else:
             os.environ.pop("DIAGNOSIS_LOGS_DIR", None)
-        started = time.perf_counter()
-        missing = getattr(lm.engine, "missing", 0)
-        program = Diagnosis(store=store)
-        result = diagnose(question["question"], lm=lm, db=store, program=program)
-        row = score(question, result, store)
-        if args.replay:
-            unrecorded[row["id"]] = lm.engine.missing - missing
-        row["seconds"] = seconds.get(row["id"], round(time.perf_counter() - started, 1))
-        rows.append(row)
-        print(f"[{n}/{len(asked)}] {row['id']}: {row['verdict']} (expected {row['expected']}) "
-              f"{'right' if row['right'] else 'WRONG'}{' UNSAFE' if row['unsafe_pass'] else ''}, {row['seconds']} s, "
-              f"{row['lm_calls']} calls", flush=True)
-    totals = summary(rows)
+        for label in programs:
+            started = time.perf_counter()
+            missing = getattr(lm.engine, "missing", 0)
+            program = Diagnosis(store=store) if label == UNCOMPILED else load_from(Path(compiled), store, lm)
+            result = diagnose(question["question"], lm=lm, db=store, program=program)
+            row = {**score(question, result, store), "program": label}
+            if args.replay:
+                unrecorded[row["id"], label] = lm.engine.missing - missing
+            row["seconds"] = seconds.get((row["id"], label), round(time.perf_counter() - started, 1))
+            rows.append(row)
+            print(f"[{n}/{len(asked)}] {row['id']}{f' ({label})' if compiled else ''}: {row['verdict']} (expected "
+                  f"{row['expected']}) {'right' if row['right'] else 'WRONG'}{' UNSAFE' if row['unsafe_pass'] else ''}, "
+                  f"{row['seconds']} s, {row['lm_calls']} calls", flush=True)
+    totals = summary([r for r in rows if r["program"] == UNCOMPILED])
+    if compiled:
+        totals["compiled"] = summary([r for r in rows if r["program"] != UNCOMPILED])
     text = report(meta, rows, totals)
     if args.replay:
+        def key(row: dict) -> tuple[str, str]:
+            return row["id"], row.get("program", UNCOMPILED)
+
         moved = [f"{now['id']}: recorded {then['verdict']}, now {now['verdict']}"
-                 + (f" ({unrecorded[now['id']]} request(s) the recorded run never made: the program's prompts "
-                    "changed since)" if unrecorded[now["id"]] else " (same requests: the code reads them differently)")
+                 + (f" ({unrecorded[key(now)]} request(s) the recorded run never made: the program's prompts "
+                    "changed since)" if unrecorded[key(now)] else " (same requests: the code reads them differently)")
                  for now, then in zip(rows, recorded["rows"], strict=True) if now["verdict"] != then["verdict"]]
+        # A question that sent a request the run never made was not replayed whole, though its verdict held.
+        unreplayed = [f"{now['id']}: {unrecorded[key(now)]} request(s) the recorded run never made, verdict "
+                      f"{now['verdict']} as recorded" for now, then in zip(rows, recorded["rows"], strict=True)
+                      if unrecorded[key(now)] and now["verdict"] == then["verdict"]]
         print(f"replay reproduces every recorded verdict: {not moved}")
         for line in moved:
             print(f"  moved: {line}")
+        print(f"every request was recorded: {not unreplayed and not any(unrecorded.values())}")
+        for line in unreplayed:
+            print(f"  not replayed whole: {line}")
         print(text)
         return 0 if not moved else 1
     (out / "results.json").write_text(json.dumps({"meta": meta, "summary": totals, "rows": rows}, ensure_ascii=False,

@@ -16,7 +16,7 @@ from program.evidence.citations import first_clause
 from program.evidence.hook import VerifierInputHook
 from program.evidence.names import ungrounded_names
 from program.evidence.numbers import ungrounded_numbers
-from program.evidence.relevance import Target
+from program.evidence.relevance import Target, unanswered
 from program.evidence.scope import Exclusion
 from program.evidence.screen import Screen
 from program.evidence.verdict import BELOW_LIMIT, CitedRef, cited_refs, claim_blockers
@@ -42,6 +42,9 @@ class Checked:
     cited: dict[str, list[CitedRef]]
     # Why code will not let a claim be verified, whatever the verifier says.
     blockers: dict[str, list[Finding]]
+    # What the question asks about that a search found nothing of and no claim speaks of; it blocks
+    # no claim, and a new attempt is told.
+    unanswered: list[Finding] = field(default_factory=list)
 
     @property
     def gate(self) -> GatekeeperResult:
@@ -122,7 +125,12 @@ def check_citations(store, toolbox: Toolbox, check: CitationCheck) -> Checked:
                 rule=CUT_OFF, claim_id=claim.claim_id, message=(
                     f"the claim was cut off at {check.text_cap} characters, the most the response schema allows: "
                     "say it in fewer words, citing only the refs that answer the question")))
-    return Checked(verifier_input=verifier_input, cited=cited, blockers=blockers)
+    spoken = [c.claim_text for c in claims] + [text for refs in cited.values() for ref in refs
+                                               for text in (ref.text, ref.searched if ref.no_hit else "")]
+    left = unanswered(spoken, invocations, check.target, frozenset(screening.labels) if screening else frozenset())
+    return Checked(verifier_input=verifier_input, cited=cited, blockers=blockers, unanswered=[Finding(
+        rule=UNANSWERED, message=(f"the question asks about {u.asked}; {u.label} ({u.call}) found nothing, and no "
+                                  "claim says so")) for u in left] if claims else [])
 
 
 def _cited_again(claim: Claim, context: RetryContext | None) -> str | None:
@@ -148,6 +156,8 @@ CUT_OFF = "verdict.cut_off"
 CITED_AGAIN = "verdict.cited_again"
 # A claim citing a ref (or clause) that code set aside before the executor was asked.
 SET_ASIDE = "verdict.set_aside"
+# An asked thing a search found nothing of, which no claim speaks of (Checked.unanswered).
+UNANSWERED = "verdict.unanswered"
 
 
 # What a new attempt can fix by what a claim says or cites, so the executor is told and asked once
@@ -159,7 +169,7 @@ REVISABLE = frozenset({
     "verdict.state_conflict", "verdict.absence_on_hit", "verdict.no_hit_positive", "verdict.ungrounded_number",
     "verdict.misbound_number", "verdict.off_topic", "verdict.ungrounded_name", "verdict.ungrounded_topic",
     "verdict.excluded_topic", "verdict.runbook_only", "verdict.backfill_only", "verdict.second_look", CUT_OFF,
-    SET_ASIDE, CITED_AGAIN, BELOW_LIMIT})
+    SET_ASIDE, CITED_AGAIN, BELOW_LIMIT, UNANSWERED})
 # The rules that refuse hostile text: a claim they refuse gets no second look either, which would
 # give it a new attempt.
 HOSTILE = frozenset({"verdict.bidi_control", "verdict.restated_instruction"})
@@ -196,12 +206,12 @@ class Review:
 
 def retry_context(checked: Checked, attempt: int, more: list[Finding] = ()) -> RetryContext | None:
     """What a new attempt is told: the gatekeeper's findings after a reject, every finding of a
-    code check a new attempt can fix (REVISABLE), and `more` (what a second look found when the
-    attempt wrote no claim); None when there is nothing to tell."""
+    code check a new attempt can fix (REVISABLE), what the answer left unanswered, and `more` (what a
+    second look found when the attempt wrote no claim); None when there is nothing to tell."""
     gate = checked.gate
     findings = list(gate.errors) if gate.severity == "reject" else []
     findings += [f for found in checked.blockers.values() for f in found if f.rule in REVISABLE]
-    findings += list(more)
+    findings += checked.unanswered + list(more)
     if not findings:
         return None
     return RetryContext(attempt=attempt, failed_rules=list(dict.fromkeys(f.rule for f in findings)), errors=findings)
@@ -240,7 +250,7 @@ def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = ()
     for claim_id, findings in _by_claim(context.errors).items():
         claim = written.get(claim_id)
         if claim is None:
-            lines.append("Refused: the output")
+            lines.append("Left unanswered:" if {f.rule for f in findings} == {UNANSWERED} else "Refused: the output")
         else:
             cited = ", ".join(_labels(claim)) or "nothing"
             lines.append(f"Refused {claim.claim_id}: the {claim.claim_type} citing {cited}")

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from program.evidence.question_words import mentions, question_names, without_exclusions
 from program.evidence.scope import Exclusion
+from contracts import ToolInvocation
 from tools.catalog import Catalog
 from tools.text.folding import fold, fold_label, nfkc
-from tools.recorder import COPIED_OBSERVATION
+from tools.recorder import COPIED_OBSERVATION, call_text, citation_label
 
 
 @dataclass(frozen=True)
@@ -115,6 +116,41 @@ def off_topic(claim_text: str, cited_texts: list[str], target: Target) -> str | 
         return (f"no cited evidence concerns {' or '.join(group[0] for group in target.topics)}, which the question "
                 f"asks about (first: {cited_texts[0][:80]!r})")
     return None
+
+
+@dataclass(frozen=True)
+class Unanswered:
+    """A thing the question asks about that a search looked for and found nothing, and that no claim
+    speaks of: the answer leaves it unsaid although "nothing found" is there to cite."""
+
+    asked: str
+    label: str  # the no-hit's
+    call: str
+
+
+def unanswered(spoken: list[str], invocations: list[ToolInvocation], target: Target,
+               set_aside: frozenset[str] = frozenset()) -> list[Unanswered]:
+    """The asked topics and alerts of `target` that a search whose arguments name them found nothing
+    of (its no-hit not among the `set_aside` labels, and not a search that left lines unread, which
+    proves no absence), while nothing `spoken` (the claims' texts and what they cite) names them; the
+    first such search of each. A question that asks two things got one answer in both English
+    `mixed` cases of per_kind in results/20261207T120521Z: the alert, and not the log search that
+    found nothing."""
+    said = " ".join(spoken)
+    # An alert name is also a term of its topic's group: one asked thing, called by the alert's name.
+    asked = [(next((a for a in target.alerts if fold(a) in group), group[0]), list(group)) for group in target.topics]
+    asked += [(alert, [fold(alert)]) for alert in target.alerts if not any(fold(alert) in g for g in target.topics)]
+    found: dict[str, Unanswered] = {}
+    for invocation in invocations:
+        details = invocation.retrieval_details
+        label = citation_label(invocation.id, None)
+        if details.evidence_status != "no_evidence" or details.unread or label in set_aside:
+            continue
+        searched = " ".join(v for k, v in invocation.input.items() if isinstance(v, str) and k != "service")
+        for name, terms in asked:
+            if name not in found and mentions(searched, terms) and not mentions(said, terms):
+                found[name] = Unanswered(asked=name, label=label, call=call_text(invocation))
+    return list(found.values())
 
 
 def unnamed_topics(claim_text: str, cited_texts: list[str], groups: list[tuple[str, ...]]) -> list[str]:

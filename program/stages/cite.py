@@ -32,8 +32,9 @@ def cite_and_check(run: Run, cite: Cite, attempts: int) -> Checked:
             ref_decisions=attempt.get("decisions") or {}, set_aside=attempt.get("screened") or [],
             demos=attempt.get("demos") or []))
         if used:
-            # Each attempt's drafts and decisions are in the record; the used one's bindings set aside are said.
-            run.record.notes.extend(attempt.get("set_aside") or [])
+            # Each attempt's drafts and decisions are in the record; the used one's bindings set aside,
+            # and what it left unanswered, are said.
+            run.record.notes.extend([*(attempt.get("set_aside") or []), *reviewed.checked.unanswered])
         if attempt.error is not None:
             # An attempt that is not used leaves no gap in the evidence: its failure is only noted.
             (run.errors if used else run.record.notes).append(attempt.error)

@@ -100,6 +100,12 @@ def load_program(store: AuditStore | None, lm) -> tuple[Diagnosis | None, Findin
                             message=f"compiled program {path}, compiled for {describe_identity(current)}")
 
 
+def load_from(path: Path, store: AuditStore | None, lm) -> Diagnosis:
+    """The program compiled at `path`, which must have been compiled for `lm` (Unusable otherwise):
+    for comparing a compiled program with the uncompiled one on the same questions."""
+    return _load(path, store, lm_identity(lm))
+
+
 def _load(path: Path, store: AuditStore | None, current: dict) -> Diagnosis:
     saved = compiled_for(path)
     if saved != current:

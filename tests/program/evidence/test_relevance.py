@@ -2,7 +2,8 @@
 
 import pytest
 
-from program.evidence.relevance import off_topic, question_target
+from program.evidence.relevance import off_topic, question_target, unanswered
+from contracts import RetrievalDetails, ToolInvocation
 from tools.catalog import active_catalog
 
 
@@ -83,3 +84,39 @@ def test_a_quoted_value_that_names_nothing_must_be_held_whole_by_the_evidence():
     assert off_topic("order-service 有 connect to orders-db refused 的日志", [line], target) is None
     other = "[11:20][ERROR][order-service] connect to orders-db timed out"
     assert "no cited evidence holds it whole" in off_topic("order-service 有 connect to orders-db 的日志", [other], target)
+
+
+def _call(number: int, tool: str, found: bool, unread: tuple[str, ...] = (), **arguments) -> ToolInvocation:
+    details = RetrievalDetails(evidence_status="supported" if found else "no_evidence", unread=list(unread),
+                               message="" if found else "未找到匹配的日志")
+    return ToolInvocation(id=number, session_id="s", tool_name=tool, input=arguments, retrieval_details=details)
+
+
+MIXED = "只确认 cart-service 是否有 HighErrorRate 告警在触发，以及日志中是否有 OutOfMemoryError。"
+ALERT = "HighErrorRate firing, service=cart-service, current=6.8%"
+CALLS = [_call(1, "query_metrics", True, service="cart-service", alert_name="HighErrorRate"),
+         _call(2, "query_logs", False, query="OutOfMemoryError", service="cart-service")]
+
+
+def test_an_asked_thing_a_search_found_nothing_of_is_unanswered_until_a_claim_speaks_of_it():
+    target = question_target(MIXED, active_catalog())
+    (left,) = unanswered(["cart-service 的 HighErrorRate 告警正在触发：current=6.8%。", ALERT], CALLS, target)
+    assert (left.label, left.call) == ("#2 no-hit", "query_logs(query='OutOfMemoryError', service='cart-service')")
+    assert left.asked.casefold() in {t.casefold() for group in target.topics for t in group}
+    # Said in the claims' own words, or by citing the no-hit (its call names what it searched).
+    assert unanswered(["cart-service 日志中没有 OutOfMemoryError。", ALERT], CALLS, target) == []
+    assert unanswered([ALERT, "未找到匹配的日志", "query_logs(query='OutOfMemoryError', service='cart-service')"],
+                      CALLS, target) == []
+
+
+def test_no_unanswered_search_where_the_no_hit_is_set_aside_left_lines_unread_or_searched_for_nothing_asked():
+    target = question_target(MIXED, active_catalog())
+    assert unanswered([ALERT], CALLS, target, frozenset({"#2 no-hit"})) == []
+    unread = [CALLS[0], _call(2, "query_logs", False, unread=("/var/log/app.log.gz",), query="OutOfMemoryError",
+                              service="cart-service")]
+    assert unanswered([ALERT], unread, target) == []
+    other = [CALLS[0], _call(2, "query_logs", False, query="disk full", service="cart-service")]
+    assert unanswered([ALERT], other, target) == []
+    # An alert the question names, looked up and not found, is asked about as much as a topic.
+    absent = [_call(1, "query_metrics", False, service="cart-service", alert_name="HighErrorRate"), CALLS[1]]
+    assert [u.asked for u in unanswered(["cart-service 日志中没有 OutOfMemoryError。"], absent, target)] == ["HighErrorRate"]

@@ -615,3 +615,53 @@ def test_a_number_of_its_own_is_located_beside_a_name_that_holds_its_digits():
     located = written("GET /api/v1/checkout/preview took 2950ms", other, {
         "#1 $.logs[0]": other, "#1 $.logs[1]": "Slow request: GET /api/v1/checkout/preview took 2950ms"})
     assert len(located) == 1 and "1" not in located[0][1] and "2950ms" in located[0][1]
+
+
+def test_an_asked_thing_left_unsaid_beside_a_search_that_found_nothing_is_asked_for_again(cases, store):
+    """Two things asked, one answered: the alert, and not the log search that found nothing (both
+    English `mixed` cases of per_kind in results/20261207T120521Z). Code tells the retry what was
+    left unanswered and where "nothing found" is; the alert's claim stands."""
+    question = "Only confirm whether order-service has a HighMemoryUsage alert firing, and whether its logs show OutOfMemoryError."
+    told = []
+
+    def executor(observations, attempt, user):
+        told.append(field_value(user, "retry_context"))
+        if attempt == 1:
+            return claim("observation", "order-service's HighMemoryUsage alert is firing: current=91%.",
+                         point(observations, "HighMemoryUsage firing"))
+        (no_hit,) = [r.label for r in refs_in(observations) if r.raw_path is None]
+        return claim("negative_observation", "", no_hit)
+
+    calls = planner({"tool_name": "query_metrics", "service": "order-service", "alert_name": "HighMemoryUsage"},
+                    {"tool_name": "query_logs", "query": "OutOfMemoryError", "service": "order-service"})
+    lm = good_lm({**cases["high_memory_positive"], "question": question}, planner=calls, executor=executor)
+    result = diagnose(question, lm=lm, db=store)
+    record = store.get_session(result.session_id)
+    first, second = record.executor_attempts
+    assert second.used and second.retry_context.failed_rules == ["verdict.unanswered"]
+    assert second.retry_context.kept == ["claim-1"]
+    assert "Left unanswered:\n- verdict.unanswered: the question asks about " in told[1]
+    assert "found nothing, and no claim says so" in told[1] and "query='OutOfMemoryError'" in told[1]
+    assert [c.claim.claim_type for c in result.claims] == ["observation", "negative_observation"]
+    assert result.claims[0].verification_status == "verified"
+    # The "nothing found" gets the second look, as every negative does.
+    assert any(n.rule == "verdict.second_look_search" for n in record.notes)
+
+
+def test_an_answer_that_speaks_of_every_asked_thing_is_not_asked_for_again(cases, store):
+    question = "Only confirm whether order-service has a HighMemoryUsage alert firing, and whether its logs show OutOfMemoryError."
+
+    def executor(observations, attempt, user):
+        (no_hit,) = [r.label for r in refs_in(observations) if r.raw_path is None]
+        return {"claims": [
+            {"claim_type": "observation", "evidence_bindings": [point(observations, "HighMemoryUsage firing")],
+             "claim_text": "order-service's HighMemoryUsage alert is firing: current=91%."},
+            {"claim_type": "negative_observation", "evidence_bindings": [no_hit],
+             "claim_text": "No OutOfMemoryError was found in order-service logs."}], "missing_info": []}
+
+    calls = planner({"tool_name": "query_metrics", "service": "order-service", "alert_name": "HighMemoryUsage"},
+                    {"tool_name": "query_logs", "query": "OutOfMemoryError", "service": "order-service"})
+    lm = good_lm({**cases["high_memory_positive"], "question": question}, planner=calls, executor=executor)
+    result = diagnose(question, lm=lm, db=store)
+    record = store.get_session(result.session_id)
+    assert len(record.executor_attempts) == 1 and not [n for n in record.notes if n.rule == "verdict.unanswered"]
