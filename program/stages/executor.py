@@ -113,8 +113,10 @@ class Cite(dspy.Module):
             # no revision, and it never wins a tie against the attempt it repeats.
             again.repeated = _same_claims(again.written, previous.written)
             tried.append((again, context, review(again, context)))
-        # Otherwise the later attempt wins a tie: it was told why.
-        chosen = max(range(len(tried)), key=lambda n: (tried[n][2].score, -1 if tried[n][0].get("repeated") else n))
+        # Otherwise the later attempt wins a tie: it was told why. One whose LM call failed holds only
+        # what stood before it, and its error must not become the run's.
+        chosen = max(range(len(tried)), key=lambda n: (
+            tried[n][2].score, -1 if tried[n][0].get("repeated") or (n and tried[n][0].error is not None) else n))
         return dspy.Prediction(**dict(tried[chosen][0].items()), attempts=tried, chosen=chosen)
 
     def attempt(self, question: str, plan: PlannerOutput, invocations: list[ToolInvocation], narrow: bool,

@@ -665,3 +665,26 @@ def test_an_answer_that_speaks_of_every_asked_thing_is_not_asked_for_again(cases
     result = diagnose(question, lm=lm, db=store)
     record = store.get_session(result.session_id)
     assert len(record.executor_attempts) == 1 and not [n for n in record.notes if n.rule == "verdict.unanswered"]
+
+
+def test_a_retry_whose_lm_call_fails_does_not_take_the_place_of_the_attempt_it_keeps(cases, store):
+    """The failed retry holds only what stood before it, so it ties with that attempt; the attempt
+    the LM answered is used, and the failure is a note, not an error of the run."""
+    question = "Only confirm whether order-service has a HighMemoryUsage alert firing, and whether its logs show OutOfMemoryError."
+
+    def executor(observations, attempt, user):
+        if attempt == 2:
+            return TimeoutError("the LM did not answer in time")
+        return claim("observation", "order-service's HighMemoryUsage alert is firing: current=91%.",
+                     point(observations, "HighMemoryUsage firing"))
+
+    calls = planner({"tool_name": "query_metrics", "service": "order-service", "alert_name": "HighMemoryUsage"},
+                    {"tool_name": "query_logs", "query": "OutOfMemoryError", "service": "order-service"})
+    lm = good_lm({**cases["high_memory_positive"], "question": question}, planner=calls, executor=executor)
+    result = diagnose(question, lm=lm, db=store)
+    record = store.get_session(result.session_id)
+    first, second = record.executor_attempts
+    assert (first.used, second.used) == (True, False) and second.retry_context.kept == ["claim-1"]
+    assert result.verdict == "PASS" and not [e for e in result.errors if e.rule.startswith("lm.")]
+    (failed,) = [n for n in record.notes if n.rule.startswith("lm.")]
+    assert "executor LM call failed" in failed.message
