@@ -222,17 +222,17 @@ def _new_claims(drafts: list, answering: list, kept: list[Claim], menu: Menu) ->
     """The drafts (as written, and as they answer) that say something besides what stands in `kept`,
     and a finding for each one left out: a draft every label of which names a ref a kept claim cites
     repeats what stands (a retry under no schema may cite what it was not offered)."""
-    cited = _refs_of(kept)
+    standing = _refs_of(kept)
 
-    def ref(cited: str | EvidenceBinding) -> tuple[int | None, str | None] | None:
-        if isinstance(cited, EvidenceBinding):
-            return cited.source_invocation_id, cited.raw_path
-        citation = menu.lookup(cited)
+    def ref(binding: str | EvidenceBinding) -> tuple[int | None, str | None] | None:
+        if isinstance(binding, EvidenceBinding):
+            return binding.source_invocation_id, binding.raw_path
+        citation = menu.lookup(binding)
         return None if citation is None else (citation.invocation_id, citation.raw_path)
 
     def repeats(draft) -> bool:
-        refs = [ref(cited) for cited in draft.evidence_bindings]
-        return bool(kept) and bool(refs) and all(r in cited for r in refs)
+        refs = [ref(binding) for binding in draft.evidence_bindings]
+        return bool(kept) and bool(refs) and all(r in standing for r in refs)
 
     left = [n for n, draft in enumerate(answering) if not repeats(draft)]
     findings = [Finding(rule=REPEATS_KEPT, claim_id=draft.claim_id or None, message=(
