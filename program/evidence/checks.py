@@ -245,10 +245,10 @@ def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = ()
     if context.kept:
         # Asked to point, the 1.5B pointed again at what a claim that had passed cites and left out
         # the refused one (seven cases of results/20261207T120521Z).
-        # One wording whatever their number: the runs that measured it (results/20261207T130300Z,
-        # 20261207T132226Z, bench-20261207T132737Z) replay only the requests they sent.
-        lines.append(f"{', '.join(context.kept)} passed the checks and stands as written: do not write it again; the "
-                     "refs it cites are not offered.")
+        # The wording the runs that measured it sent (results/20261207T130300Z, 20261207T132226Z,
+        # bench-20261207T132737Z), which replay only the requests they made.
+        lines.append(f"{', '.join(context.kept)} passed the checks and {'stands' if len(context.kept) == 1 else 'stand'}"
+                     " as written: do not write it again; the refs it cites are not offered.")
     for claim_id, findings in _by_claim(context.errors).items():
         claim = written.get(claim_id)
         if claim is None:
