@@ -317,9 +317,13 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if recorded:
         changed = differences(recorded, payload)
+        # A request the run never made fails only its attempt, which a diagnosis survives: the scores
+        # may hold although that attempt was not replayed, so it is said beside them.
+        missing = lm.engine.missing
         print(f"replay reproduces every recorded score, verdict and rule: {not changed}")
         for line in changed[:20]:
             print(f"  {line}")
+        print(f"every request was recorded: {not missing}" + (f" ({missing} had no recorded reply)" if missing else ""))
         return 1 if changed else 0
     return 0
 

@@ -234,7 +234,9 @@ def test_replay_rescores_a_run_without_the_model_and_notices_a_changed_transcrip
     monkeypatch.setattr(optimize, "resolve_lm", lambda spec: dspy.LM("scripted/learner", engine=ScriptedEngine(untouchable)))
     capsys.readouterr()
     assert optimize.main(["--replay", str(run_dir)]) == 0
-    assert "replay reproduces every recorded score, verdict and rule: True" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "replay reproduces every recorded score, verdict and rule: True" in out
+    assert "every request was recorded: True" in out
     replayed = json.loads((run_dir / "replay" / "results.json").read_text())
     assert [r["held_out"] for r in replayed["rows"]] == [r["held_out"] for r in results["rows"]]
 
@@ -246,7 +248,9 @@ def test_replay_rescores_a_run_without_the_model_and_notices_a_changed_transcrip
     lines = transcript.splitlines()
     (run_dir / "transcript.jsonl").write_text("\n".join(lines[:-3]) + "\n")
     assert optimize.main(["--replay", str(run_dir)]) == 1
-    assert "replay reproduces every recorded score, verdict and rule: False" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "replay reproduces every recorded score, verdict and rule: False" in out
+    assert "every request was recorded: False (3 had no recorded reply)" in out
 
 
 def untouchable_lm(model: str = "scripted/learner") -> dspy.LM:
@@ -338,7 +342,9 @@ def test_a_second_run_is_answered_from_the_reply_cache_and_its_replay_reproduces
     monkeypatch.setattr(optimize, "resolve_lm", lambda spec: untouchable_lm())
     capsys.readouterr()
     assert optimize.main(["--replay", str(run_dir)]) == 0
-    assert "replay reproduces every recorded score, verdict and rule: True" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "replay reproduces every recorded score, verdict and rule: True" in out
+    assert "every request was recorded: True" in out
     replayed = json.loads((run_dir / "replay" / "results.json").read_text())
     assert (replayed["meta"]["model_calls"], replayed["meta"]["cached_served"]) == (0, second["meta"]["cached_served"])
     assert optimize.main(["--rescore", str(run_dir), "--out", str(tmp_path / "rescored")]) == 0
