@@ -243,8 +243,8 @@ def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = ()
     lines = [f"Code refused attempt {context.attempt}. Write each refused claim anew so that none of its findings "
              "holds (its state, service, numbers and type as the labels it cites show them), or leave it out."]
     if context.kept:
-        # Asked to point, the 1.5B pointed again at what a claim that had passed cites and left out
-        # the refused one (seven cases of results/20261207T120521Z).
+        # Asked to point, the 1.5B pointed at the alert again and nothing else, whether its claim had
+        # passed or not (seven cases of results/20261207T120521Z).
         # The wording the runs that measured it sent (results/20261207T130300Z, 20261207T132226Z,
         # bench-20261207T132737Z), which replay only the requests they made.
         lines.append(f"{', '.join(context.kept)} passed the checks and {'stands' if len(context.kept) == 1 else 'stand'}"

@@ -15,8 +15,8 @@ reach the next attempt's menu. Both attempts are returned; the one the checks sc
 
 A new attempt revises; it does not start over. The claims code let through stand in its output as
 they were (`RetryContext.kept`), and the refs they cite are not offered to it again: asked to point
-after one of two claims was refused, the 1.5B pointed again at what the claim that had passed cites
-and left out the refused one, so the retry lost what the first attempt had right (seven cases of
+after some claims were refused, the 1.5B pointed at the alert again and nothing else, so the retry
+either left the refused claims unrevised or lost a claim that had passed (seven cases of
 results/20261207T120521Z). When what stands cites every ref left, no new attempt is asked for.
 
 The new attempt is asked differently where it matters, through DSPy's per-call seams: it points
