@@ -40,7 +40,9 @@ from devset.rule import LookupRule  # noqa: E402
 from optimization.candidates import (  # noqa: E402
     DEFAULT, OPTIMIZERS, REFLECTING, RESCORABLE, Settings, compile_candidate)
 from optimization.experiment import CaseRun, Calls, Progress, Row, evaluate, say  # noqa: E402
-from optimization.replay import REPLY_INPUTS, RECORDED_ARGS, ReplayError, differences, read_run, rescored  # noqa: E402
+from optimization.guard import GUARD_SETS, guard  # noqa: E402
+from optimization.replay import (  # noqa: E402
+    GUARD_TRANSCRIPT, LATER_ARGS, REPLY_INPUTS, RECORDED_ARGS, ReplayError, differences, read_run, rescored)
 from optimization.report import screenshot, write_report  # noqa: E402
 from optimization.statistics import INTERVAL, RESAMPLES, paired_gain, part_correlation  # noqa: E402
 from program.lm.adapter import adapter_for  # noqa: E402
@@ -70,6 +72,11 @@ def parse_args(argv):
     parser.add_argument("--gepa-val", type=int, default=6, help="GEPA: training cases it validates proposals on")
     parser.add_argument("--mipro-trials", type=int, default=6, help="MIPROv2: trials")
     parser.add_argument("--train-scores", action="store_true", help="also score every program on the training split")
+    parser.add_argument("--guard", default="seed",
+                        help=f"before saving a candidate, ask whole diagnoses of it and of the uncompiled program: "
+                             f"comma-separated sets from {', '.join(GUARD_SETS)}, or none (default: seed); it is "
+                             f"saved only when it loses no question the uncompiled program got right and gives no "
+                             f"wrong or unsafe PASS")
     parser.add_argument("--out", default="results", help="folder for results/<run>/")
     parser.add_argument("--compiled-dir", help="where to save the chosen program (default: compiled/)")
     kept = parser.add_mutually_exclusive_group()
@@ -93,6 +100,8 @@ def parse_args(argv):
             parser.error(str(exc))
         for key in RECORDED_ARGS:
             setattr(args, key, recorded["meta"]["args"].get(key))
+        for key, before in LATER_ARGS.items():
+            setattr(args, key, recorded["meta"]["args"].get(key, before))
     args.names = [n.strip() for n in (args.optimizers or "").split(",") if n.strip()]
     unknown = [n for n in args.names if n not in OPTIMIZERS]
     if unknown:
@@ -104,6 +113,9 @@ def parse_args(argv):
         parser.error(f"--rescore {args.rescore}: {', '.join(moved)} compile by the metric or the model, so under "
                      f"another metric they would compile other programs than the replies were written for; "
                      f"only {', '.join(RESCORABLE)} can be re-scored")
+    args.guard_sets = [] if args.guard.strip() == "none" else [n.strip() for n in args.guard.split(",") if n.strip()]
+    if not args.guard_sets and args.guard.strip() != "none" or (odd := [n for n in args.guard_sets if n not in GUARD_SETS]):
+        parser.error(f"--guard {args.guard!r}: name sets from {', '.join(GUARD_SETS)}, or none")
     if min(args.k, args.gepa_calls, args.gepa_val, args.mipro_trials) < 1:
         parser.error("--k, --gepa-calls, --gepa-val and --mipro-trials must be at least 1")
     if not 0 < args.threshold <= 1:
@@ -233,8 +245,8 @@ def main(argv: list[str] | None = None) -> int:
     recording = recording_of(recorded["meta"]) if recorded else Recording()
     base_lm = resolve_lm(args.lm)
 
-    def with_transcript(base):
-        return recording_lm(base, out / "transcript.jsonl", cache=args.reply_cache)
+    def with_transcript(base, name="transcript.jsonl"):
+        return recording_lm(base, out / name, cache=args.reply_cache)
 
     try:
         lm = (replaying_lm(base_lm, source / "transcript.jsonl", by_inputs=REPLY_INPUTS if args.rescore else ())
@@ -249,7 +261,9 @@ def main(argv: list[str] | None = None) -> int:
                        if args.reflection_lm else None)
     calls = Calls()
     engines = list({id(m.engine): m.engine for m in (lm, args.teacher_lm, args.reflection) if m}.values())
-    caches = [e.cache for e in engines if getattr(e, "cache", None)]  # a replay's engine keeps none
+
+    def caches() -> list:
+        return [e.cache for e in engines if getattr(e, "cache", None)]  # a replay's engine keeps none
 
     def served() -> tuple[int, int]:
         """The replies the run's engines gave without the model so far: repeats, and replies kept by earlier runs."""
@@ -273,19 +287,37 @@ def main(argv: list[str] | None = None) -> int:
     before = baseline.scores("held-out")
     gains = {r.label: paired_gain(before, r.scores("held-out")) for r in rows if r is not baseline and r.runs}
     chosen, why = choose(candidates, gains)
-    repeats, cached = served()
     meta = {"run_id": run_id, "lm": lm_spec(args.lm), "lm_identity": lm_identity(base_lm), "k": args.k,
             "cores": os.cpu_count(), "train_cases": len(train), "held_out_cases": len(held),
             "chosen": chosen.label if chosen else None, "why": why, "saved": None,
-            "model_calls": calls.calls - repeats - cached, "repeats_served": repeats, "cached_served": cached,
             "reply_cache": None if recorded or args.reply_cache is None else str(args.reply_cache),
-            "cache_ignored": sum(c.ignored for c in caches), "interval": INTERVAL,
-            "resamples": RESAMPLES, "args": {k: getattr(args, k) for k in RECORDED_ARGS},
+            "interval": INTERVAL,
+            "resamples": RESAMPLES, "args": {k: getattr(args, k) for k in (*RECORDED_ARGS, *LATER_ARGS)},
             "recording": asdict(recording), "attempts": attempts}
     if args.rescore:
         meta["rescored_from"] = str(args.source)
+    meta["guard"] = None
     if chosen is not None and gains[chosen.label]["low"] > 0:
-        meta["saved"] = recorded["meta"].get("saved") if recorded else str(save_program(programs[chosen.label], run_id, base_lm))
+        # A rescore scores recorded citation replies alone: it asks no whole diagnosis.
+        if args.guard_sets and not args.rescore:
+            say(f"{chosen.label} qualifies on the devset; asking whole diagnoses of it and of the uncompiled program "
+                f"({', '.join(args.guard_sets)}) before saving it")
+            # The whole diagnoses keep a transcript of their own, so that a rescore of the devset's
+            # citation replies never meets theirs.
+            asking = (replaying_lm(base_lm, source / GUARD_TRANSCRIPT) if recorded
+                      else with_transcript(base_lm, GUARD_TRANSCRIPT))
+            engines.append(asking.engine)
+            with dspy.context(callbacks=[*dspy.settings.callbacks, calls]):
+                checked = guard(programs[chosen.label], args.guard_sets, asking)
+            meta["guard"] = checked.as_dict()
+            meta["why"] = why = f"{why}; {checked.summary()}"
+        if recorded:
+            meta["saved"] = recorded["meta"].get("saved")
+        elif meta["guard"] is None or meta["guard"]["holds"]:
+            meta["saved"] = str(save_program(programs[chosen.label], run_id, base_lm))
+    repeats, cached = served()
+    meta.update(model_calls=calls.calls - repeats - cached, repeats_served=repeats, cached_served=cached,
+                cache_ignored=sum(c.ignored for c in caches()))
     meta["wall_seconds"] = recorded["meta"]["wall_seconds"] if recorded else round(time.perf_counter() - started, 1)
     if recorded:
         # A replay takes no time worth reporting: each case keeps the seconds the recorded run measured.
@@ -293,6 +325,9 @@ def main(argv: list[str] | None = None) -> int:
         for row in rows:
             for run in row.runs:
                 run.seconds = measured.get((run.label, run.case_id), run.seconds)
+        asked = {(r["program"], r["id"]): r.get("seconds") for r in (recorded["meta"].get("guard") or {}).get("rows", [])}
+        for row in (meta["guard"] or {}).get("rows", []):
+            row["seconds"] = asked.get((row["program"], row["id"]), row.get("seconds"))
     payload = payload_of(meta, rows, gains)
     (out / "results.json").write_text(json.dumps(payload, ensure_ascii=False, indent=2), encoding="utf-8")
     write_report(out, payload)
@@ -305,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         f"saved: {meta['saved'] or 'nothing'} ({why}); {meta['model_calls']} model calls, "
         f"{meta['repeats_served']} repeats served from the transcript, {meta['cached_served']} replies served from "
         f"the reply cache{kept_in}, {meta['cache_ignored']} kept replies ignored")
-    for cache_problem in (p for c in caches for p in c.problems):
+    for cache_problem in (p for c in caches() for p in c.problems):
         say(f"reply cache: {cache_problem}")
     if args.rescore:
         print("\n".join(rescored(recorded, payload)))
@@ -319,7 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         changed = differences(recorded, payload)
         # A request the run never made fails only its attempt, which a diagnosis survives: the scores
         # may hold although that attempt was not replayed, so it is said beside them.
-        missing = lm.engine.missing
+        missing = sum(e.missing for e in engines)
         print(f"replay reproduces every recorded score, verdict and rule: {not changed}")
         for line in changed[:20]:
             print(f"  {line}")

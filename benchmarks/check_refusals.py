@@ -236,8 +236,7 @@ def _same_evidence(shown: str, invocations: list[ToolInvocation], ids: dict[int,
 
 
 def _question_of(row_id: str) -> str | None:
-    sys.path.insert(0, str(HERE))
-    from diagnosis_time import questions
+    from devset.questions import questions
 
     return {q["id"]: q["question"] for q in questions("all")}.get(row_id)
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.diagnosis_time import every_question  # noqa: E402
+from devset.questions import every_question  # noqa: E402
 from program.evidence.language import question_language  # noqa: E402
 from program.evidence.wording import written_language  # noqa: E402
 from tools.catalog import active_catalog  # noqa: E402

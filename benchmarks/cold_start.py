@@ -41,7 +41,7 @@ from pathlib import Path
 
 import dspy
 
-from diagnosis_time import questions
+from devset.questions import questions
 from machine import cpu_busy, model_lock, wait_quiet
 from program.entry.api import diagnose
 from program.lm.engine import EMBEDDED, resolve_lm

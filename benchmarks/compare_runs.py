@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 from claim_language import stage_of
-from diagnosis_time import every_question
+from devset.questions import every_question
 
 from program.evidence.scope import read_scope
 from tools.catalog import active_catalog

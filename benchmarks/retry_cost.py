@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.claim_language import field, report_runs, stage_of  # noqa: E402
-from benchmarks.diagnosis_time import every_question  # noqa: E402
+from devset.questions import every_question  # noqa: E402
 
 
 def calls_by_question(run: Path) -> list[tuple[dict, list[dict]]]:

@@ -87,10 +87,25 @@ def devset_world():
     """The tools answer from the devset's world, and from it alone, while the block runs: a setting
     that points a tool elsewhere (a real Prometheus, a log directory) is set aside, or candidates would
     be scored against another world's evidence. The sources are keyed by setting."""
+    with _world_alone(WORLD):
+        yield
+
+
+@contextmanager
+def fixture_world():
+    """The tools answer from the fixture world alone while the block runs, as they do for the
+    whole-pipeline questions (devset/questions.py), whatever the environment points them at."""
+    with _world_alone(None):
+        yield
+
+
+@contextmanager
+def _world_alone(world: Path | None):
     from tools.sources.active import SETTINGS
 
     before = {name: os.environ.pop(name, None) for name in SETTINGS}
-    os.environ["DIAGNOSIS_WORLD"] = str(WORLD)
+    if world is not None:
+        os.environ["DIAGNOSIS_WORLD"] = str(world)
     try:
         yield
     finally:

@@ -17,6 +17,10 @@ from optimization.report import number
 # What a run records of its flags, so that a replay runs the same procedure.
 RECORDED_ARGS = ("lm", "optimizers", "k", "threshold", "gepa_calls", "gepa_val", "mipro_trials", "teacher",
                  "reflection_lm", "train_scores")
+# Flags added after runs were recorded, with what a run recorded before each one did.
+LATER_ARGS = {"guard": "none"}
+# The transcript of the whole diagnoses the save guard asked (optimization/guard.py).
+GUARD_TRANSCRIPT = "guard.jsonl"
 
 
 # What a citation reply was written for. The observations hold every label a reply may cite, so a
@@ -43,12 +47,18 @@ def read_run(folder: Path) -> dict:
             or any(k not in args for k in RECORDED_ARGS) or not isinstance(payload.get("runs"), list)):
         raise ReplayError(f"--replay {folder}: its results.json does not say how the run was made "
                           f"(meta.run_id, meta.wall_seconds, meta.args with {', '.join(RECORDED_ARGS)}, and runs)")
+    if meta.get("guard") and not (folder / GUARD_TRANSCRIPT).is_file():
+        raise ReplayError(f"--replay {folder}: its save guard asked whole diagnoses, and it has no {GUARD_TRANSCRIPT} "
+                          "to replay them from")
     return payload
 
 
 def scores(payload: dict) -> list[tuple]:
-    """What a replay must reproduce: every row's every case, its score, verdict and rules."""
-    return [(r["label"], r["case_id"], r["score"], r["verdict"], tuple(r["rules"])) for r in payload["runs"]]
+    """What a replay must reproduce: every row's every case, its score, verdict and rules, and every
+    whole diagnosis the save guard asked, its verdict and whether it was right."""
+    guarded = (payload["meta"].get("guard") or {}).get("rows") or []
+    return ([(r["label"], r["case_id"], r["score"], r["verdict"], tuple(r["rules"])) for r in payload["runs"]]
+            + [(f"guard {r['program']}", r["id"], r["right"], r["verdict"], ()) for r in guarded])
 
 
 def differences(recorded: dict, replayed: dict) -> list[str]:

@@ -151,8 +151,32 @@ def recording_text(meta: dict) -> str:
 
 
 def report_tables(payload: dict) -> list[Table]:
-    return [summary_table(payload), parts_table(payload), correlation_table(payload),
+    guarded = [guard_table(payload["meta"]["guard"])] if payload["meta"].get("guard") else []
+    return [summary_table(payload), *guarded, parts_table(payload), correlation_table(payload),
             analysis_table(payload), case_table(payload)]
+
+
+def guard_table(guard: dict) -> Table:
+    """The whole diagnoses asked before a save, each question's verdict under both programs."""
+    both: dict[str, dict] = {}
+    for row in guard["rows"]:
+        both.setdefault(row["id"], {"set": row["set"]})[row["program"]] = row
+
+    def said(row: dict | None) -> str:
+        if row is None:
+            return "-"
+        return f"{row['verdict']}, {'right' if row['right'] else 'wrong'}" + (
+            ", wrong PASS" if row.get("wrong_pass") else "")
+
+    rows = [[qid, pair["set"], said(pair.get("uncompiled")), said(pair.get("candidate"))] for qid, pair in both.items()]
+    marked = frozenset((i, 3) for i, qid in enumerate(both) if qid in {*guard["lost"], *guard["unsafe"]})
+    verdict = "saved" if guard["holds"] else "not saved"
+    return Table("Whole diagnoses before saving", ["question", "set", "uncompiled", "candidate"], rows,
+                 intro=(f"The chosen candidate qualified on the devset, so it and the uncompiled program were each asked "
+                        f"the whole-pipeline questions of {', '.join(guard['sets'])} (devset/questions.py) before "
+                        f"saving: {guard['summary']}. It is {verdict}: a candidate is saved only when it loses no "
+                        "question the uncompiled program got right and gives no wrong or unsafe PASS."),
+                 widths=(34, 10, 28, 28), marked=marked)
 
 
 def summary_table(payload: dict) -> Table:

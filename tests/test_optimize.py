@@ -10,8 +10,10 @@ import pytest
 import optimize
 from devset import load_devset
 from devset.gold import gold_executor_output, gold_plan, gold_tool_calls
+from devset.questions import questions
 from devset.recorded import WEIGHTS
 from optimization.candidates import STRATA, per_kind, stratified, stratum
+from optimization.guard import Guard, ask
 from optimization.replay import scores
 from optimization.report import gain_text
 from optimization.statistics import paired_gain, part_correlation
@@ -32,20 +34,27 @@ def case_for(user):
     return max((c for c in DEVSET if c["question"] in user), key=lambda c: len(c["question"]))
 
 
-def learner(model="scripted/learner", *, learns=True, always=False, reflect="Cite the exact refs; never guess."):
-    """Cites the gold answer once a devset demo is in its prompt (`always`: from the start); before
-    that, an id no call has."""
+def learner(model="scripted/learner", *, learns=True, always=False, reflect="Cite the exact refs; never guess.",
+            knows=(), forgets=()):
+    """Cites the gold answer once a devset demo is in its prompt (`always`: from the start; `knows`:
+    from the start for these cases); before that, an id no call has. Shown a demo, it cites that id
+    for the cases named in `forgets`. It plans as the gold does, so a whole diagnosis of a devset
+    question runs as its devset case."""
 
     def respond(stage, user, demos):
         if stage in ("new_instruction", "proposed_instruction"):  # GEPA's reflection, MIPROv2's proposer
             return {stage: reflect}
+        if stage == "plan":
+            case = case_for(user)
+            return {"plan": gold_plan(case), "tool_calls": gold_tool_calls(case)}
         if stage != "claims":
-            return pass_all(user) if stage == "judgement" else {"answer": "-"}
+            return pass_all(user) if stage == "judgement" else {"answer": "-"} if stage == "answer" else {"tool_calls": []}
         case = case_for(user)
         output = gold_executor_output(case, field_value(user, "observations"))
         # A gold demo in either language: the prompt shows those in the answer's.
         shown_gold = any(q in demo for demo in demos for q in DEMO_QUESTIONS)
-        if not (always or (learns and shown_gold)):
+        knew = always or case["case_id"] in knows
+        if not (knew or (learns and shown_gold)) or (shown_gold and case["case_id"] in forgets):
             output["claims"][0]["evidence_bindings"][0]["source_invocation_id"] = 999
         return output
 
@@ -103,14 +112,26 @@ def test_optimize_saves_a_program_for_its_lm_and_diagnose_uses_it_only_there(run
     assert attempts == {"uncompiled": {2}, "labeled": {1}, "stratified": {1}}
     assert all(r["first_score"] == r["score"] for r in results["runs"] if r["label"] == "uncompiled")
     assert evaluated == 4 * len(DEVSET)
-    assert results["meta"]["model_calls"] + results["meta"]["repeats_served"] == evaluated + train
-    assert results["meta"]["repeats_served"] == train
+    # Before saving, whole diagnoses of the seed questions: the uncompiled learner invents an id, the
+    # candidate cites the gold, so the candidate loses nothing and is saved.
+    guard = results["meta"]["guard"]
+    seed = [q["id"] for q in questions("seed")]
+    assert guard["sets"] == ["seed"] and guard["holds"] and guard["lost"] == guard["unsafe"] == []
+    assert guard["gained"] == seed and len(guard["rows"]) == 2 * len(seed)
+    guarded = sum(r["lm_calls"] for r in guard["rows"])
+    meta = results["meta"]
+    assert meta["model_calls"] + meta["repeats_served"] + meta["cached_served"] == evaluated + train + guarded
+    # The candidate's plans are the uncompiled program's requests again, and the uncompiled program's
+    # citation requests for the seed questions are those its training scores sent: neither reaches the model.
+    assert meta["repeats_served"] + meta["cached_served"] >= train + 2 * len(seed)
+    assert "uncompiled 0 right, the candidate 5" in results["meta"]["why"]
     # The scripted learner is all right or all wrong: its parts move together, and the ones it never
     # fails measure nothing on this run.
     correlation = results["correlation"]
     assert correlation["constant"] == ["consistent", "whole"]
     assert {"a": "gatekeeper", "b": "verdict", "agreement": 1.0} in correlation["same_bit"]
     page = (run_dir / "report.html").read_text()
+    assert "Whole diagnoses before saving" in page and "Whole diagnoses before saving" in (run_dir / "report.md").read_text()
     shown = gain_text(gain)
     assert shown.startswith(f"{gain['gain']:+.3f}") and html.escape(shown) in page
     assert shown.replace("[", "\\[") in (run_dir / "report.md").read_text()
@@ -226,7 +247,8 @@ def test_gepa_and_mipro_run_with_a_separate_reflection_model(run_optimize):
 
 
 def test_replay_rescores_a_run_without_the_model_and_notices_a_changed_transcript(run_optimize, monkeypatch, capsys):
-    results, run_dir = run_optimize({None: learner()}, "--optimizers", "labeled")
+    results, run_dir = run_optimize({None: learner()}, "--optimizers", "labeled", "--guard", "none")
+    assert results["meta"]["guard"] is None and results["meta"]["saved"]
 
     def untouchable(*request):
         pytest.fail("a replay must not call the model")
@@ -324,10 +346,14 @@ def test_a_second_run_is_answered_from_the_reply_cache_and_its_replay_reproduces
     assert [r["label"] for r in first["rows"] if r["kind"] == "candidate"] == ["per_kind"]
     assert first["meta"]["chosen"] == "per_kind" and first["meta"]["saved"] and by["per_kind"]["held_out"] == 1.0
     # The uncompiled learner's invented id is refused and it is asked once more; per_kind's is right at once.
-    assert (first["meta"]["model_calls"], first["meta"]["cached_served"]) == (2 * 40 + 40, 0)
+    # Then whole diagnoses of the seed questions by both programs, before it is saved.
+    guarded = sum(r["lm_calls"] for r in first["meta"]["guard"]["rows"])
+    assert first["meta"]["cached_served"] == 0
+    assert first["meta"]["model_calls"] + first["meta"]["repeats_served"] == 2 * 40 + 40 + guarded
     again = learner()
     second, run_dir = run_optimize({None: again}, out="again")
-    # Greedy decoding: the unchanged baseline and candidate get the replies the first run kept, and no model call.
+    # Greedy decoding: the unchanged baseline and candidate, and both programs' whole diagnoses (each in
+    # a store of its own, so numbered as before), get the replies the first run kept: no model call.
     assert again.engine.calls == []
     assert (second["meta"]["model_calls"], second["meta"]["cached_served"], second["meta"]["repeats_served"]) == (
         0, first["meta"]["model_calls"], first["meta"]["repeats_served"])
@@ -335,8 +361,11 @@ def test_a_second_run_is_answered_from_the_reply_cache_and_its_replay_reproduces
     assert [(r["label"], r["held_out"], r["gain"]) for r in second["rows"]] == \
         [(r["label"], r["held_out"], r["gain"]) for r in first["rows"]]
     assert all(r["cached"] and not r["repeat"] for r in second["runs"] if r["lm_calls"])
-    entries = [json.loads(line) for line in (run_dir / "transcript.jsonl").read_text().splitlines()]
-    assert len(entries) == first["meta"]["model_calls"] and all(e["cached"] and e["seconds"] == 0 for e in entries)
+    entries = [json.loads(line) for name in ("transcript.jsonl", "guard.jsonl")
+               for line in (run_dir / name).read_text().splitlines()]
+    # Every reply is written down, a repeat served from the transcript too.
+    assert len(entries) == first["meta"]["model_calls"] + first["meta"]["repeats_served"]
+    assert all(e["seconds"] == 0 for e in entries) and sum(bool(e.get("cached")) for e in entries) == first["meta"]["model_calls"]
 
     # The transcript holds every reply the run was given, so its replay and its rescore need no model either.
     monkeypatch.setattr(optimize, "resolve_lm", lambda spec: untouchable_lm())
@@ -349,7 +378,9 @@ def test_a_second_run_is_answered_from_the_reply_cache_and_its_replay_reproduces
     assert (replayed["meta"]["model_calls"], replayed["meta"]["cached_served"]) == (0, second["meta"]["cached_served"])
     assert optimize.main(["--rescore", str(run_dir), "--out", str(tmp_path / "rescored")]) == 0
     rescored = json.loads((tmp_path / "rescored" / f"rescored-{second['meta']['run_id']}" / "results.json").read_text())
-    assert scores(rescored) == scores(second)
+    # A rescore scores the devset's citation replies alone; it asks no whole diagnosis.
+    assert rescored["meta"]["guard"] is None
+    assert scores(rescored) == [s for s in scores(second) if not s[0].startswith("guard ")]
 
 
 def test_a_reply_kept_for_another_model_is_not_served(run_optimize):
@@ -459,7 +490,8 @@ def test_two_parts_that_are_one_bit_are_flagged():
 
 
 @pytest.mark.parametrize("flags", [["--optimizers", "magic"], ["--k", "0"], ["--threshold", "1.5"],
-                                   ["--replay", "/nowhere"], ["--mipro-trials", "0"]])
+                                   ["--replay", "/nowhere"], ["--mipro-trials", "0"], ["--guard", "reallogs"],
+                                   ["--guard", "seed,nothing"], ["--guard", ","]])
 def test_bad_flags_exit_with_usage(flags):
     with pytest.raises(SystemExit) as exit_info:
         optimize.main(flags)
@@ -480,3 +512,66 @@ def test_a_damaged_run_folder_is_a_usage_error_not_a_traceback(run_optimize, cap
         (run_dir / "transcript.jsonl").write_text("{not json\n")
         assert optimize.main(["--replay", str(run_dir)]) == 2
         assert "is not a transcript entry" in capsys.readouterr().err
+
+
+def test_a_candidate_that_gets_a_whole_diagnosis_wrong_is_not_saved_and_its_replay_says_so(run_optimize, monkeypatch,
+                                                                                           capsys, tmp_path):
+    # The uncompiled learner answers one seed question right; shown a demo it cites the gold for every
+    # devset case but that one, a training case the held-out gain never sees: the devset calls the
+    # candidate better, the whole diagnoses do not.
+    lm = learner(knows=("hikaricp_positive",), forgets=("hikaricp_positive",))
+    results, run_dir = run_optimize({None: lm}, "--optimizers", "labeled")
+    meta = results["meta"]
+    assert rows(results)["labeled"]["gain"]["low"] > 0 and meta["chosen"] == "labeled"
+    guard = meta["guard"]
+    assert guard["sets"] == ["seed"] and not guard["holds"] and guard["lost"] == ["hikaricp_positive"]
+    by = {(r["program"], r["id"]): r for r in guard["rows"]}
+    assert by["uncompiled", "hikaricp_positive"]["verdict"] == "PASS"
+    assert by["candidate", "hikaricp_positive"]["verdict"] != "PASS"
+    assert meta["saved"] is None and not list((tmp_path / "compiled").glob("*.json"))
+    assert "gets wrong what the uncompiled program got right: hikaricp_positive" in meta["why"]
+    page = (run_dir / "report.html").read_text()
+    assert "It is not saved" in page and 'class="flag">PASS' not in page
+    assert '<td class="flag">' in page
+
+    monkeypatch.setattr(optimize, "resolve_lm", lambda spec: untouchable_lm())
+    capsys.readouterr()
+    assert optimize.main(["--replay", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "replay reproduces every recorded score, verdict and rule: True" in out
+    replayed = json.loads((run_dir / "replay" / "results.json").read_text())
+    def said(rows):
+        return [(r["program"], r["id"], r["verdict"], r["right"], r["seconds"]) for r in rows]
+
+    assert said(replayed["meta"]["guard"]["rows"]) == said(guard["rows"]) and replayed["meta"]["saved"] is None
+    # The guard's diagnoses are replayed too: a reply of theirs gone moves one of them.
+    lines = (run_dir / "guard.jsonl").read_text().splitlines()
+    (run_dir / "guard.jsonl").write_text("\n".join(lines[:-3]) + "\n")
+    assert optimize.main(["--replay", str(run_dir)]) == 1
+    out = capsys.readouterr().out
+    assert "  guard candidate narrow_forbidden: " in out and "every request was recorded: False" in out
+    (run_dir / "guard.jsonl").unlink()
+    with pytest.raises(SystemExit):
+        optimize.main(["--replay", str(run_dir)])
+    assert "has no guard.jsonl" in capsys.readouterr().err
+
+
+def test_the_guard_refuses_a_wrong_pass_and_a_diagnosis_that_raised(monkeypatch):
+    def row(program, qid, right, *, wrong_pass=False):
+        return {"program": program, "id": qid, "set": "seed", "verdict": "PASS", "right": right,
+                "wrong_pass": wrong_pass, "unsafe_pass": False}
+
+    both_right = Guard(["seed"], [row("uncompiled", "a", True), row("candidate", "a", True)])
+    assert both_right.holds and both_right.lost == both_right.unsafe == []
+    # A wrong PASS the uncompiled program also gave is still one the saved program would give.
+    wrong = Guard(["seed"], [row("uncompiled", "a", False, wrong_pass=True), row("candidate", "a", False, wrong_pass=True)])
+    assert not wrong.holds and wrong.unsafe == ["a"] and wrong.lost == []
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the store is gone")
+
+    monkeypatch.setattr("optimization.guard.diagnose", broken)
+    question = questions("seed")[0]
+    failed = ask(question, None, None, AuditStore("sqlite://"))
+    assert failed["right"] is False and failed["verdict"] == "error"
+    assert failed["errors"] == ["RuntimeError: the store is gone"]

@@ -1,0 +1,115 @@
+"""The last check before optimize.py saves a candidate: whole diagnoses, where the program is used.
+
+The devset scores the citation step on recorded evidence. A saved program runs every diagnosis, so
+before it is saved the uncompiled program and the candidate are each asked the whole-pipeline
+questions of the sets named (devset/questions.py), with the same LM, in the fixture world, each in an
+audit store of its own so that its tool calls are numbered as when it runs alone. The candidate is
+refused when it gets wrong a question the uncompiled program got right, or gives a wrong or unsafe
+PASS. The uncompiled program's requests are the same on every run, so the reply cache answers them
+after the first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import dspy
+
+from devset import fixture_world
+from devset.questions import questions, score
+from optimization.experiment import say
+from program.entry.api import diagnose
+from program.stages.pipeline import Diagnosis
+from program.store.audit import AuditStore
+
+# The sets a guard may ask: those of the fixture world (the real-log questions need their own folder).
+GUARD_SETS = ("seed", "unseen", "hard", "retry", "english")
+UNCOMPILED = "uncompiled"
+CANDIDATE = "candidate"
+
+
+@dataclass
+class Guard:
+    sets: list[str]
+    rows: list[dict] = field(default_factory=list)
+
+    def of(self, label: str) -> dict[str, dict]:
+        return {r["id"]: r for r in self.rows if r["program"] == label}
+
+    @property
+    def lost(self) -> list[str]:
+        """Questions the uncompiled program got right and the candidate did not."""
+        candidate = self.of(CANDIDATE)
+        return [qid for qid, row in self.of(UNCOMPILED).items() if row["right"] and not candidate[qid]["right"]]
+
+    @property
+    def gained(self) -> list[str]:
+        uncompiled = self.of(UNCOMPILED)
+        return [qid for qid, row in self.of(CANDIDATE).items() if row["right"] and not uncompiled[qid]["right"]]
+
+    @property
+    def unsafe(self) -> list[str]:
+        """Questions the candidate answered with a wrong or unsafe PASS."""
+        return [qid for qid, row in self.of(CANDIDATE).items() if row["wrong_pass"] or row["unsafe_pass"]]
+
+    @property
+    def holds(self) -> bool:
+        return not self.lost and not self.unsafe
+
+    def right(self, label: str) -> int:
+        return sum(r["right"] for r in self.of(label).values())
+
+    def summary(self) -> str:
+        asked = len(self.of(UNCOMPILED))
+        text = (f"whole diagnoses of {asked} question(s) ({', '.join(self.sets)}): uncompiled {self.right(UNCOMPILED)} "
+                f"right, the candidate {self.right(CANDIDATE)}")
+        if self.lost:
+            text += f"; it gets wrong what the uncompiled program got right: {', '.join(self.lost)}"
+        if self.unsafe:
+            text += f"; a wrong or unsafe PASS: {', '.join(self.unsafe)}"
+        if self.gained:
+            text += f"; it gets right what the uncompiled program did not: {', '.join(self.gained)}"
+        return text
+
+    def as_dict(self) -> dict:
+        return {"sets": self.sets, "holds": self.holds, "lost": self.lost, "gained": self.gained,
+                "unsafe": self.unsafe, "summary": self.summary(), "rows": self.rows}
+
+
+def asked(sets: list[str]) -> list[dict]:
+    """The questions of `sets`, each once, in the sets' order."""
+    seen, out = set(), []
+    for name in sets:
+        for question in questions(name):
+            if question["id"] not in seen:
+                seen.add(question["id"])
+                out.append(question)
+    return out
+
+
+def guard(citation: dspy.Module, sets: list[str], lm: dspy.BaseLM) -> Guard:
+    """Ask every question of `sets` of the uncompiled program, then of the one with `citation` as
+    its citation step."""
+    result = Guard(sets=list(sets))
+    chosen = asked(sets)
+    with fixture_world():
+        for label in (UNCOMPILED, CANDIDATE):
+            store = AuditStore("sqlite://")
+            for n, question in enumerate(chosen, start=1):
+                program = Diagnosis(store=store) if label == UNCOMPILED else Diagnosis(store=store,
+                                                                                     citation=citation.deepcopy())
+                row = {**ask(question, program, lm, store), "program": label}
+                result.rows.append(row)
+                say(f"guard {label} [{n}/{len(chosen)}] {row['id']}: {row['verdict']} (expected {row['expected']}), "
+                    f"{'right' if row['right'] else 'WRONG'}")
+    return result
+
+
+def ask(question: dict, program: Diagnosis, lm: dspy.BaseLM, store: AuditStore) -> dict:
+    """The scored diagnosis; a diagnosis that raised is a wrong answer, with its error."""
+    try:
+        return score(question, diagnose(question["question"], lm=lm, db=store, program=program), store)
+    except Exception as exc:  # the guard refuses on it; it must not end the run that compiled the candidate
+        return {"id": question["id"], "set": question["set"], "verdict": "error", "expected": question["expected_verdict"],
+                "right": False, "unsafe_pass": False, "wrong_pass": False, "seconds": None,
+                "errors": [f"{type(exc).__name__}: {exc}"]}
