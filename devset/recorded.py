@@ -68,23 +68,29 @@ class Recording:
     shuffled_refs: bool = True
     named_alert_lookups: bool = True
     screened_refs: bool = True
+    # A case's translation, shown as a demo after it, is recorded again with each call's output list
+    # in the reverse order, so that the two show the answering refs at other positions and a
+    # position teaches nothing.
+    reordered_translations: bool = True
 
 
 # How every run before any of them existed recorded its evidence (results/20261201T184632Z): its
 # replies cite the refs in this order, so only this recording can score them again.
-UNSHUFFLED = Recording(shuffled_refs=False, named_alert_lookups=False, screened_refs=False)
+UNSHUFFLED = Recording(shuffled_refs=False, named_alert_lookups=False, screened_refs=False,
+                       reordered_translations=False)
 
 
 def recording_of(meta: dict) -> Recording:
     """The recording a run's results.json names; a run that names none predates `Recording`, and one
     that does not name `screened_refs` predates the screen."""
-    return Recording(**{"screened_refs": False, **meta["recording"]}) if "recording" in meta else UNSHUFFLED
+    return (Recording(**{"screened_refs": False, "reordered_translations": False, **meta["recording"]})
+            if "recording" in meta else UNSHUFFLED)
 
 
-def shuffled(toolbox: Toolbox, seed: str) -> Toolbox:
-    """`toolbox` with the items of each call's output list in an order drawn from `seed`. The refs
-    are taken from those items as stored, so every path, the gold bindings (found by needle) and the
-    expected refs agree with the order the executor is shown."""
+def shuffled(toolbox: Toolbox, seed: str, *, backwards: bool = False) -> Toolbox:
+    """`toolbox` with the items of each call's output list in an order drawn from `seed` (`backwards`:
+    that order reversed). The refs are taken from those items as stored, so every path, the gold
+    bindings (found by needle) and the expected refs agree with the order the executor is shown."""
     draw = random.Random(seed)
 
     def reordered(declaration: ToolDeclaration) -> ToolDeclaration:
@@ -93,7 +99,8 @@ def shuffled(toolbox: Toolbox, seed: str) -> Toolbox:
             items = output.get(declaration.items) if isinstance(output, dict) else None
             if not isinstance(items, list):
                 return output
-            return {**output, declaration.items: draw.sample(items, len(items))}
+            order = draw.sample(items, len(items))
+            return {**output, declaration.items: order[::-1] if backwards else order}
 
         return declaration.answered_by(answer)
 
@@ -119,12 +126,16 @@ class Recorded:
     topics: list[tuple[str, ...]] = field(default_factory=list)
     # What code sets aside before the executor is asked, as diagnose() would (None: nothing).
     screen: Screen | None = None
+    # The same calls recorded again with each output list reversed, for the translation's demo.
+    reordered: Recorded | None = None
 
     def example(self, *, translated: bool = False) -> dspy.Example:
         """The citation module's inputs (the answer's language is the question's); the case id, the
         rendered observations and the gold output in the pointing form are labels (for labeled demos
         and the metric). `translated`: the case in its other language, its question and claim texts
-        translated and its labels unchanged."""
+        translated, on the reordered recording when there is one."""
+        if translated and self.reordered is not None:
+            return self.reordered.example(translated=True)
         gold = gold_executor_output(self.case, self.observations, point=True, translated=translated)
         claims = [ClaimDraft.model_validate({k: v for k, v in c.items() if k != "claim_id"}) for c in gold["claims"]]
         question = self.case["translation"]["question"] if translated else self.case["question"]
@@ -166,34 +177,39 @@ class Recorded:
 def record(cases: list[dict], toolbox: Toolbox, recording: Recording = Recording()) -> dict[str, Recorded]:
     """Run every LM case's gold tool calls once on `toolbox`, in one in-memory audit store, in a run
     set up as diagnose() sets one up (its scope and target are the pipeline's, read from the active
-    sources)."""
+    sources). The reordered recordings of the translated cases come after every case's own, so that
+    the cases' invocation ids are the same with them or without."""
     store = AuditStore("sqlite://")
-    call_contract = tool_call_contract(toolbox)
-    recorded = {}
-    for case in cases:
-        if not case["runs_lm"]:
-            continue
-        tools = shuffled(toolbox, case["case_id"]) if recording.shuffled_refs else toolbox
-        run = Run(question=case["question"], session_id=f"devset-{case['case_id']}", lm_model="", store=store,
-                  toolbox=tools, language=question_language(case["question"]))
-        run.read_sources()
-        calls = [call_contract(**call) for call in gold_tool_calls(case)]
-        if recording.named_alert_lookups:
-            calls = [*named_alert_calls(run, tools, calls), *calls]
-        for call in calls:
-            run.recorder.call(call.tool_name, **call.arguments())
-        gold_plan = case["gold"]["plan"]
-        plan = PlannerOutput(scope="narrow" if run.scope.narrow else "broad",
-                             target_services=gold_plan["target_services"], topics=gold_plan["topics"],
-                             excluded_topics=list(run.scope.excluded_topics))
-        screen = run.screen if recording.screened_refs else None
-        hidden = screen(run.recorder.invocations).hidden() if screen is not None else None
-        recorded[case["case_id"]] = Recorded(
-            case=case, store=store, session_id=run.session_id, toolbox=tools, invocations=list(run.recorder.invocations),
-            scope=run.scope, target=run.target, plan=plan,
-            observations=render_observations(run.recorder.invocations, hidden), names=run.catalog.names,
-            topics=run.catalog.topic_groups(), screen=screen)
+    recorded = {case["case_id"]: _recorded(case, store, toolbox, recording) for case in cases if case["runs_lm"]}
+    if recording.shuffled_refs and recording.reordered_translations:
+        for case in (c for c in cases if c["runs_lm"] and c.get("translation")):
+            recorded[case["case_id"]].reordered = _recorded(case, store, toolbox, recording, backwards=True)
     return recorded
+
+
+def _recorded(case: dict, store: AuditStore, toolbox: Toolbox, recording: Recording, *,
+              backwards: bool = False) -> Recorded:
+    tools = shuffled(toolbox, case["case_id"], backwards=backwards) if recording.shuffled_refs else toolbox
+    suffix = "-reordered" if backwards else ""
+    run = Run(question=case["question"], session_id=f"devset-{case['case_id']}{suffix}", lm_model="", store=store,
+              toolbox=tools, language=question_language(case["question"]))
+    run.read_sources()
+    call_contract = tool_call_contract(toolbox)
+    calls = [call_contract(**call) for call in gold_tool_calls(case)]
+    if recording.named_alert_lookups:
+        calls = [*named_alert_calls(run, tools, calls), *calls]
+    for call in calls:
+        run.recorder.call(call.tool_name, **call.arguments())
+    gold_plan = case["gold"]["plan"]
+    plan = PlannerOutput(scope="narrow" if run.scope.narrow else "broad",
+                         target_services=gold_plan["target_services"], topics=gold_plan["topics"],
+                         excluded_topics=list(run.scope.excluded_topics))
+    screen = run.screen if recording.screened_refs else None
+    hidden = screen(run.recorder.invocations).hidden() if screen is not None else None
+    return Recorded(case=case, store=store, session_id=run.session_id, toolbox=tools,
+                    invocations=list(run.recorder.invocations), scope=run.scope, target=run.target, plan=plan,
+                    observations=render_observations(run.recorder.invocations, hidden), names=run.catalog.names,
+                    topics=run.catalog.topic_groups(), screen=screen)
 
 
 @dataclass

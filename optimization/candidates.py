@@ -79,9 +79,10 @@ def per_kind(train: list[dspy.Example], evidence: dict[str, Recorded]) -> list[d
 
 def in_both_languages(demos: list[dspy.Example], evidence: dict[str, Recorded]) -> list[dspy.Example]:
     """Each gold demo and, after it, the same case in its other language (its translation: the
-    question and claim texts translated, the labels the same), so that a compiled program shows
-    either language's questions the demos chosen, in their language. A bootstrapped demo is what the
-    model wrote for its question: it stays in that one language."""
+    question and claim texts translated, on the same calls with each output list in the reverse
+    order, devset/recorded.py), so that a compiled program shows either language's questions the
+    demos chosen, in their language, and the answering refs at two positions. A bootstrapped demo
+    is what the model wrote for its question: it stays in that one language."""
     both = []
     for demo in demos:
         both.append(demo)

@@ -248,3 +248,48 @@ def test_every_training_case_has_a_translation_that_asks_the_same_and_gets_the_s
         second = score_output(one, ExecutorOutput.model_validate(translated))
         assert (case_id, second.verdict, second.score, second.blocked_rules) == \
             (case_id, first.verdict, first.score, first.blocked_rules), second.feedback
+
+
+def _cited(example) -> list[list[tuple[str, int, int]]]:
+    """Each gold claim's cited texts (with the clause a label names), where each sits among the refs
+    its call shows, and how many those are: (text, position, count)."""
+    from tools.recorder import citation_label, observed_refs
+
+    refs = observed_refs(example.observations)
+    shown = {r.invocation_id: [x for x in refs if x.invocation_id == r.invocation_id] for r in refs}
+    where = {citation_label(r.invocation_id, r.raw_path): (r.text, shown[r.invocation_id].index(r),
+                                                           len(shown[r.invocation_id])) for r in refs}
+
+    def at(label: str) -> tuple[str, int, int]:
+        ref, _, clause = label.partition(" §")
+        text, position, count = where[ref]
+        return (f"{text} §{clause}" if clause else text), position, count
+
+    return [[at(label) for label in claim.evidence_bindings] for claim in example.claims]
+
+
+def test_a_translated_demo_cites_the_same_lines_at_other_positions(evidence):
+    """The translation shown after a demo is recorded on the same calls with each output list
+    reversed: it cites the same lines, each from the mirrored position among the refs its call shows,
+    so that the pair teaches no position."""
+    moved = 0
+    for case_id, recorded in evidence.items():
+        if not recorded.case.get("translation"):
+            assert recorded.reordered is None, case_id
+            continue
+        original, translated = recorded.example(), recorded.example(translated=True)
+        assert translated.question == recorded.case["translation"]["question"]
+        first, second = _cited(original), _cited(translated)
+        assert [[text for text, *_ in claim] for claim in first] == [[text for text, *_ in claim] for claim in second]
+        for (_, position, count), (_, mirrored, same) in (pair for a, b in zip(first, second) for pair in zip(a, b)):
+            assert (mirrored, same) == (count - 1 - position, count), case_id
+            moved += mirrored != position
+    assert moved >= 20
+    # Recorded after every case's own recording, the reordered calls leave the cases' ids as they were.
+    from devset import devset_world, load_devset
+    from devset.recorded import Recording, record
+
+    with devset_world():
+        without = record(load_devset(), TOOLBOX, Recording(reordered_translations=False))
+    assert {cid: r.observations for cid, r in without.items()} == {cid: r.observations for cid, r in evidence.items()}
+    assert all(r.reordered is None for r in without.values())
