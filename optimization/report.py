@@ -144,6 +144,8 @@ def recording_text(meta: dict) -> str:
              else "the refs in the order the tools return them")
     lookups = ("with" if recording.get("named_alert_lookups") else "without") + " the named-alert lookups diagnose() adds"
     text = f"Evidence: {order}, {lookups}."
+    if recording.get("reordered_translations"):
+        text += " Each demo's translation is shown on the same calls with each output list reversed."
     if meta.get("rescored_from"):
         text += (f" Re-scored: the replies recorded in {meta['rescored_from']}, each matched to its case by its "
                  "question and observations, scored under this code's metric; no model was called.")

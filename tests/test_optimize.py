@@ -103,7 +103,8 @@ def test_optimize_saves_a_program_for_its_lm_and_diagnose_uses_it_only_there(run
     assert all(r["floor"] == pytest.approx(floor) and r["ceiling"] == 1.0 for r in results["runs"])
     for row in ("uncompiled", "rule"):
         assert by[row]["held_out_normalised"] == pytest.approx((by[row]["held_out"] - floor) / (1 - floor), abs=1e-3)
-    assert results["meta"]["recording"] == {"shuffled_refs": True, "named_alert_lookups": True, "screened_refs": True}
+    assert results["meta"]["recording"] == {"shuffled_refs": True, "named_alert_lookups": True, "screened_refs": True,
+                                            "reordered_translations": True}
     assert "no training run" in by["bootstrap"]["note"]
     gain = by["labeled"]["gain"]
     assert gain["cases"] == 40 and 0 < gain["low"] <= gain["gain"] <= gain["high"]
