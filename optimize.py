@@ -11,9 +11,11 @@ costs one LM call, and the metric is the checks a diagnosis runs after citation,
 user sees (devset/recorded.py). Candidates compile on the training split only and are scored on the
 held-out split beside the uncompiled program, the lookup rule (no model), the gold outputs (the
 metric's ceiling) and the best candidate per case. The gain is the held-out score minus the
-uncompiled program's, with a paired bootstrap interval as its noise; the best candidate is saved,
-with the LM it was compiled for, only when that interval lies above zero. Every LM request and reply
-goes to `transcript.jsonl`; under greedy decoding an exact repeat is answered from it and counted,
+uncompiled program's, with a paired bootstrap interval as its noise. The best candidate is saved,
+with the LM it was compiled for, only when that interval lies above zero and the guard
+(optimization/guard.py, --guard) finds it no worse than the uncompiled program on whole diagnoses.
+Every LM request and reply goes to `transcript.jsonl`, the guard's to `guard.jsonl`; under greedy
+decoding an exact repeat is answered from it and counted,
 and a request an earlier run made of the same model is answered from the reply cache (.reply_cache/,
 or --reply-cache) and counted apart.
 Each case's score is also reported normalised, between what an output with no claim scores on it
@@ -35,12 +37,13 @@ import signatures  # noqa: F401  (keeps litellm offline before dspy loads)
 import dspy  # noqa: E402
 
 from devset import devset_world, load_devset  # noqa: E402
+from devset.questions import FIXTURE_SETS  # noqa: E402
 from devset.recorded import WEIGHTS, Recorded, Recording, output_of, record, recording_of, score_output  # noqa: E402
 from devset.rule import LookupRule  # noqa: E402
 from optimization.candidates import (  # noqa: E402
     DEFAULT, OPTIMIZERS, REFLECTING, RESCORABLE, Settings, compile_candidate)
 from optimization.experiment import CaseRun, Calls, Progress, Row, evaluate, say  # noqa: E402
-from optimization.guard import GUARD_SETS, guard  # noqa: E402
+from optimization.guard import guard  # noqa: E402
 from optimization.replay import (  # noqa: E402
     GUARD_TRANSCRIPT, LATER_ARGS, REPLY_INPUTS, RECORDED_ARGS, ReplayError, differences, read_run, rescored)
 from optimization.report import screenshot, write_report  # noqa: E402
@@ -74,9 +77,9 @@ def parse_args(argv):
     parser.add_argument("--train-scores", action="store_true", help="also score every program on the training split")
     parser.add_argument("--guard", default="seed",
                         help=f"before saving a candidate, ask whole diagnoses of it and of the uncompiled program: "
-                             f"comma-separated sets from {', '.join(GUARD_SETS)}, or none (default: seed); it is "
-                             f"saved only when it loses no question the uncompiled program got right and gives no "
-                             f"wrong or unsafe PASS")
+                             f"comma-separated sets from {', '.join(FIXTURE_SETS)}, or none (default: seed); it is "
+                             f"saved only when it loses no question the uncompiled program got right, gives no "
+                             f"wrong PASS and no diagnosis raised")
     parser.add_argument("--out", default="results", help="folder for results/<run>/")
     parser.add_argument("--compiled-dir", help="where to save the chosen program (default: compiled/)")
     kept = parser.add_mutually_exclusive_group()
@@ -113,9 +116,14 @@ def parse_args(argv):
         parser.error(f"--rescore {args.rescore}: {', '.join(moved)} compile by the metric or the model, so under "
                      f"another metric they would compile other programs than the replies were written for; "
                      f"only {', '.join(RESCORABLE)} can be re-scored")
-    args.guard_sets = [] if args.guard.strip() == "none" else [n.strip() for n in args.guard.split(",") if n.strip()]
-    if not args.guard_sets and args.guard.strip() != "none" or (odd := [n for n in args.guard_sets if n not in GUARD_SETS]):
-        parser.error(f"--guard {args.guard!r}: name sets from {', '.join(GUARD_SETS)}, or none")
+    named = [n.strip() for n in args.guard.split(",") if n.strip()]
+    args.guard_sets = [] if named == ["none"] else list(dict.fromkeys(named))
+    if not named or (odd := [n for n in args.guard_sets if n not in FIXTURE_SETS]):
+        parser.error(f"--guard {args.guard!r}: {'no set named' if not named else 'unknown ' + ', '.join(odd)}; "
+                     f"name sets from {', '.join(FIXTURE_SETS)}, or none")
+    if args.replay and recorded["meta"].get("guard") and not (args.source / GUARD_TRANSCRIPT).is_file():
+        parser.error(f"--replay {args.source}: its save guard asked whole diagnoses, and it has no "
+                     f"{GUARD_TRANSCRIPT} to replay them from")
     if min(args.k, args.gepa_calls, args.gepa_val, args.mipro_trials) < 1:
         parser.error("--k, --gepa-calls, --gepa-val and --mipro-trials must be at least 1")
     if not 0 < args.threshold <= 1:
@@ -248,9 +256,16 @@ def main(argv: list[str] | None = None) -> int:
     def with_transcript(base, name="transcript.jsonl"):
         return recording_lm(base, out / name, cache=args.reply_cache)
 
+    # A replay asks whole diagnoses only when the run it replays did (and then they must come back);
+    # a rescore scores recorded citation replies, and asks none.
+    guarded = bool(args.guard_sets) and not args.rescore and (not recorded or bool(recorded["meta"].get("guard")))
     try:
         lm = (replaying_lm(base_lm, source / "transcript.jsonl", by_inputs=REPLY_INPUTS if args.rescore else ())
               if recorded else with_transcript(base_lm))
+        # The whole diagnoses keep a transcript of their own, so that a rescore of the devset's citation
+        # replies never meets theirs.
+        asking = (None if not guarded else replaying_lm(base_lm, source / GUARD_TRANSCRIPT) if recorded
+                  else with_transcript(base_lm, GUARD_TRANSCRIPT))
     except ValueError as exc:  # a transcript line that is no entry
         print(f"python optimize.py: error: {'--rescore' if args.rescore else '--replay'} {source}: {exc}", file=sys.stderr)
         return 2
@@ -260,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
     args.reflection = (lm if args.reflection_lm and recorded else with_transcript(resolve_lm(args.reflection_lm))
                        if args.reflection_lm else None)
     calls = Calls()
-    engines = list({id(m.engine): m.engine for m in (lm, args.teacher_lm, args.reflection) if m}.values())
+    engines = list({id(m.engine): m.engine for m in (lm, asking, args.teacher_lm, args.reflection) if m}.values())
 
     def caches() -> list:
         return [e.cache for e in engines if getattr(e, "cache", None)]  # a replay's engine keeps none
@@ -298,15 +313,9 @@ def main(argv: list[str] | None = None) -> int:
         meta["rescored_from"] = str(args.source)
     meta["guard"] = None
     if chosen is not None and gains[chosen.label]["low"] > 0:
-        # A rescore scores recorded citation replies alone: it asks no whole diagnosis.
-        if args.guard_sets and not args.rescore:
+        if asking is not None:
             say(f"{chosen.label} qualifies on the devset; asking whole diagnoses of it and of the uncompiled program "
                 f"({', '.join(args.guard_sets)}) before saving it")
-            # The whole diagnoses keep a transcript of their own, so that a rescore of the devset's
-            # citation replies never meets theirs.
-            asking = (replaying_lm(base_lm, source / GUARD_TRANSCRIPT) if recorded
-                      else with_transcript(base_lm, GUARD_TRANSCRIPT))
-            engines.append(asking.engine)
             with dspy.context(callbacks=[*dspy.settings.callbacks, calls]):
                 checked = guard(programs[chosen.label], args.guard_sets, asking)
             meta["guard"] = checked.as_dict()

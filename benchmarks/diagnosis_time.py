@@ -1,4 +1,4 @@
-"""Verdicts, cost and time of real diagnoses: the five LM seed cases and the question sets beside this file.
+"""Verdicts, cost and time of real diagnoses: the five LM seed cases and the question sets of devset/pipeline/.
 
     .venv/bin/python benchmarks/diagnosis_time.py                    # embedded default, LM cache off
     .venv/bin/python benchmarks/diagnosis_time.py --lm embedded-small --only seed
@@ -26,8 +26,7 @@ from pathlib import Path
 
 import dspy
 
-from devset.questions import CHOICES, SETS, every_question, questions, score
-from program.entry.api import diagnose
+from devset.questions import CHOICES, SETS, ask, every_question, questions
 from program.store.audit import AuditStore
 from program.lm.engine import EMBEDDED, base_engine, lm_spec, narrows, resolve_lm
 from program.stages.compiled import load_from
@@ -212,8 +211,7 @@ def bench(args) -> int:
             started = time.perf_counter()
             missing = getattr(lm.engine, "missing", 0)
             program = Diagnosis(store=store) if label == UNCOMPILED else load_from(Path(compiled), store, lm)
-            result = diagnose(question["question"], lm=lm, db=store, program=program)
-            row = {**score(question, result, store), "program": label}
+            row = {**ask(question, program, lm, store), "program": label}
             if args.replay:
                 unrecorded[row["id"], label] = lm.engine.missing - missing
             row["seconds"] = seconds.get((row["id"], label), round(time.perf_counter() - started, 1))

@@ -1,6 +1,6 @@
-"""The whole-pipeline questions (the five LM seed cases and the question sets kept beside the
-benchmarks) and what makes a diagnosis's answer to one right. benchmarks/diagnosis_time.py asks
-them to time and count diagnoses; optimize.py asks some of them of a candidate before it saves it.
+"""The whole-pipeline questions (the five LM seed cases and the question sets of `pipeline/`) and
+what makes a diagnosis's answer to one right. benchmarks/diagnosis_time.py asks them to time and
+count diagnoses; optimize.py asks some of them of a candidate before it saves it.
 
 A question is right when its verdict is the expected one (a PASS with the gatekeeper passing), no
 forbidden term appears in its claims or answer, and its verified claims (their text and excerpts)
@@ -15,45 +15,70 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import dspy
+
 from devset import load_cases
+from program.entry.api import diagnose
 from program.evidence.question_words import mentions
+from program.stages.pipeline import Diagnosis
 from program.store.audit import AuditStore
 
-BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-UNSEEN = BENCHMARKS / "unseen_questions.json"
-# Harder questions of seven kinds, each with what it expects and why (the harder-questions issue).
-HARD = BENCHMARKS / "hard_questions.json"
-# Questions about logs the real programs wrote (tests/support/real_logs.py), asked of a copy of them
-# kept in the run's folder (logs/), so that a replay reads the same lines.
-REAL = BENCHMARKS / "real_log_questions.json"
-# English questions (the seed cases asked in English, and new ones, some about lines written in
-# Chinese), for the language of what the model writes (benchmarks/claim_language.py).
-ENGLISH = BENCHMARKS / "english_questions.json"
-# Questions whose right answer code used to block, or left one attempt short of (the checks-as-assertions
-# issue): a state as an observation, a presumption the evidence contradicts, a line only the second look saw.
-RETRY = BENCHMARKS / "retry_questions.json"
+PIPELINE = Path(__file__).resolve().parent / "pipeline"
+FILES = {
+    # Written before the first recorded run ("unseen") or after the fixes that run prompted ("fresh").
+    "unseen": PIPELINE / "unseen_questions.json",
+    # Harder questions of seven kinds, each with what it expects and why (the harder-questions issue).
+    "hard": PIPELINE / "hard_questions.json",
+    # Questions whose right answer code used to block, or left one attempt short of: a state as an
+    # observation, a presumption the evidence contradicts, a line only the second look saw.
+    "retry": PIPELINE / "retry_questions.json",
+    # Questions about logs the real programs wrote (tests/support/real_logs.py), asked of a copy of
+    # them kept in the run's folder (logs/), so that a replay reads the same lines.
+    "reallogs": PIPELINE / "real_log_questions.json",
+    # English questions (the seed cases asked in English, and new ones, some about lines written in
+    # Chinese), for the language of what the model writes (benchmarks/claim_language.py).
+    "english": PIPELINE / "english_questions.json",
+}
+# The sets a report counts apart ("fresh" questions are kept with the unseen ones).
 SETS = ("seed", "unseen", "fresh", "hard", "retry", "reallogs", "english")
-# What --only of the benchmark and --guard of optimize.py accept: a set, or a union of sets.
-CHOICES = ("all", "seed", "unseen", "hard", "retry", "reallogs", "english", "seed+unseen")
+# What the benchmark's --only accepts: a set, or a union of sets.
+UNIONS = {"all": ("seed", "unseen", "hard", "retry"), "seed+unseen": ("seed", "unseen")}
+CHOICES = ("seed", *FILES, *UNIONS)
+# The sets whose questions are about the fixture world: what optimize.py's guard may ask.
+FIXTURE_SETS = tuple(name for name in ("seed", *FILES) if name != "reallogs")
 
 
 def questions(only: str) -> list[dict]:
-    seed = [{"id": c["case_id"], "set": "seed", "question": c["question"], "expected_verdict": c["expected_verdict"],
-             "required_facts": c["required_facts"], "forbidden_terms": c["forbidden_terms"]}
-            for c in load_cases() if c["runs_lm"]]
-    # "unseen": written before the first recorded run; "fresh": written after the fixes that run prompted.
-    unseen = [{**q, "set": q.get("set", "unseen")} for q in json.loads(UNSEEN.read_text(encoding="utf-8"))]
-    hard = [{**q, "set": "hard"} for q in json.loads(HARD.read_text(encoding="utf-8"))]
-    real = [{**q, "set": "reallogs"} for q in json.loads(REAL.read_text(encoding="utf-8"))]
-    english = [{**q, "set": "english"} for q in json.loads(ENGLISH.read_text(encoding="utf-8"))]
-    retry = [{**q, "set": "retry"} for q in json.loads(RETRY.read_text(encoding="utf-8"))]
-    return {"seed": seed, "unseen": unseen, "hard": hard, "retry": retry, "reallogs": real, "english": english,
-            "seed+unseen": seed + unseen, "all": seed + unseen + hard + retry}[only]
+    """The questions of a set or a union of sets (CHOICES), each file read only when asked for."""
+    if only in UNIONS:
+        return [q for name in UNIONS[only] for q in questions(name)]
+    if only == "seed":
+        return [{"id": c["case_id"], "set": "seed", "question": c["question"], "expected_verdict": c["expected_verdict"],
+                 "required_facts": c["required_facts"], "forbidden_terms": c["forbidden_terms"]}
+                for c in load_cases() if c["runs_lm"]]
+    return [{**q, "set": q.get("set", only)} for q in json.loads(FILES[only].read_text(encoding="utf-8"))]
 
 
 def every_question() -> list[dict]:
     """Every question of every set, each once."""
     return questions("all") + questions("reallogs") + questions("english")
+
+
+def ask(question: dict, program: Diagnosis, lm: dspy.BaseLM, store: AuditStore) -> dict:
+    """The question's diagnosis by `program`, scored, in the question's own language. A diagnosis
+    that raised is a row of its own (verdict "error", wrong, the error named), so that one question
+    never ends a run of many."""
+    try:
+        result = diagnose(question["question"], lm=lm, db=store, program=program, language="auto")
+    except Exception as exc:  # the row says it, and whoever reads the rows refuses on it
+        return {"id": question["id"], "set": question["set"], "kind": question.get("kind", ""), "verdict": "error",
+                "expected": question["expected_verdict"], "right": False, "unsafe_pass": False, "wrong_pass": False,
+                "gatekeeper": "-", "claims": 0, "verified": 0, "forbidden_hits": [], "missing_facts": [],
+                "lm_calls": 0, "prompt_tokens": 0, "completion_tokens": 0, "seconds": 0.0, "stages": {},
+                "session_id": None, "composer": "-", "executor_attempts": 0, "retry_repeated": False,
+                "errors": [f"{type(exc).__name__}: {exc}"], "overrides": [], "second_opinions": 0,
+                "verifier_judged": 0}
+    return score(question, result, store)
 
 
 def score(question: dict, result, store: AuditStore) -> dict:

@@ -2,11 +2,12 @@
 
 The devset scores the citation step on recorded evidence. A saved program runs every diagnosis, so
 before it is saved the uncompiled program and the candidate are each asked the whole-pipeline
-questions of the sets named (devset/questions.py), with the same LM, in the fixture world, each in an
-audit store of its own so that its tool calls are numbered as when it runs alone. The candidate is
-refused when it gets wrong a question the uncompiled program got right, or gives a wrong or unsafe
-PASS. The uncompiled program's requests are the same on every run, so the reply cache answers them
-after the first.
+questions of the sets named (devset/questions.py), with the same LM, in the fixture world, each
+program in an audit store of its own so that its tool calls are numbered as when it runs alone. The
+candidate is refused when it gets wrong a question the uncompiled program got right, when it gives a
+wrong PASS (even one the uncompiled program gives too: saving it would ship that answer), and when a
+diagnosis of either program raised (then nothing was compared). For the same sets the uncompiled
+program sends the same requests on every run, so the reply cache answers them after the first.
 """
 
 from __future__ import annotations
@@ -16,14 +17,11 @@ from dataclasses import dataclass, field
 import dspy
 
 from devset import fixture_world
-from devset.questions import questions, score
+from devset.questions import ask, questions
 from optimization.experiment import say
-from program.entry.api import diagnose
 from program.stages.pipeline import Diagnosis
 from program.store.audit import AuditStore
 
-# The sets a guard may ask: those of the fixture world (the real-log questions need their own folder).
-GUARD_SETS = ("seed", "unseen", "hard", "retry", "english")
 UNCOMPILED = "uncompiled"
 CANDIDATE = "candidate"
 
@@ -48,13 +46,18 @@ class Guard:
         return [qid for qid, row in self.of(CANDIDATE).items() if row["right"] and not uncompiled[qid]["right"]]
 
     @property
-    def unsafe(self) -> list[str]:
-        """Questions the candidate answered with a wrong or unsafe PASS."""
-        return [qid for qid, row in self.of(CANDIDATE).items() if row["wrong_pass"] or row["unsafe_pass"]]
+    def wrong_passes(self) -> list[str]:
+        """Questions the candidate answered with a wrong PASS (an unsafe PASS is one too)."""
+        return [qid for qid, row in self.of(CANDIDATE).items() if row["wrong_pass"]]
+
+    @property
+    def failed(self) -> list[str]:
+        """Questions whose diagnosis raised, under either program."""
+        return list(dict.fromkeys(r["id"] for r in self.rows if r["verdict"] == "error"))
 
     @property
     def holds(self) -> bool:
-        return not self.lost and not self.unsafe
+        return bool(self.rows) and not self.lost and not self.wrong_passes and not self.failed
 
     def right(self, label: str) -> int:
         return sum(r["right"] for r in self.of(label).values())
@@ -65,15 +68,18 @@ class Guard:
                 f"right, the candidate {self.right(CANDIDATE)}")
         if self.lost:
             text += f"; it gets wrong what the uncompiled program got right: {', '.join(self.lost)}"
-        if self.unsafe:
-            text += f"; a wrong or unsafe PASS: {', '.join(self.unsafe)}"
+        if self.wrong_passes:
+            text += f"; a wrong PASS: {', '.join(self.wrong_passes)}"
+        if self.failed:
+            text += f"; a diagnosis raised, so nothing was compared: {', '.join(self.failed)}"
         if self.gained:
             text += f"; it gets right what the uncompiled program did not: {', '.join(self.gained)}"
         return text
 
     def as_dict(self) -> dict:
         return {"sets": self.sets, "holds": self.holds, "lost": self.lost, "gained": self.gained,
-                "unsafe": self.unsafe, "summary": self.summary(), "rows": self.rows}
+                "wrong_passes": self.wrong_passes, "failed": self.failed, "summary": self.summary(),
+                "rows": self.rows}
 
 
 def asked(sets: list[str]) -> list[dict]:
@@ -103,13 +109,3 @@ def guard(citation: dspy.Module, sets: list[str], lm: dspy.BaseLM) -> Guard:
                 say(f"guard {label} [{n}/{len(chosen)}] {row['id']}: {row['verdict']} (expected {row['expected']}), "
                     f"{'right' if row['right'] else 'WRONG'}")
     return result
-
-
-def ask(question: dict, program: Diagnosis, lm: dspy.BaseLM, store: AuditStore) -> dict:
-    """The scored diagnosis; a diagnosis that raised is a wrong answer, with its error."""
-    try:
-        return score(question, diagnose(question["question"], lm=lm, db=store, program=program), store)
-    except Exception as exc:  # the guard refuses on it; it must not end the run that compiled the candidate
-        return {"id": question["id"], "set": question["set"], "verdict": "error", "expected": question["expected_verdict"],
-                "right": False, "unsafe_pass": False, "wrong_pass": False, "seconds": None,
-                "errors": [f"{type(exc).__name__}: {exc}"]}

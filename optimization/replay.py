@@ -47,18 +47,17 @@ def read_run(folder: Path) -> dict:
             or any(k not in args for k in RECORDED_ARGS) or not isinstance(payload.get("runs"), list)):
         raise ReplayError(f"--replay {folder}: its results.json does not say how the run was made "
                           f"(meta.run_id, meta.wall_seconds, meta.args with {', '.join(RECORDED_ARGS)}, and runs)")
-    if meta.get("guard") and not (folder / GUARD_TRANSCRIPT).is_file():
-        raise ReplayError(f"--replay {folder}: its save guard asked whole diagnoses, and it has no {GUARD_TRANSCRIPT} "
-                          "to replay them from")
     return payload
 
 
 def scores(payload: dict) -> list[tuple]:
     """What a replay must reproduce: every row's every case, its score, verdict and rules, and every
-    whole diagnosis the save guard asked, its verdict and whether it was right."""
+    whole diagnosis the save guard asked: its verdict, whether it was right, and whether it was a
+    wrong or unsafe PASS (what the save turned on)."""
     guarded = (payload["meta"].get("guard") or {}).get("rows") or []
     return ([(r["label"], r["case_id"], r["score"], r["verdict"], tuple(r["rules"])) for r in payload["runs"]]
-            + [(f"guard {r['program']}", r["id"], r["right"], r["verdict"], ()) for r in guarded])
+            + [(f"guard {r['program']}", r["id"], r["right"], r["verdict"], (r["wrong_pass"], r["unsafe_pass"]))
+               for r in guarded])
 
 
 def differences(recorded: dict, replayed: dict) -> list[str]:

@@ -144,7 +144,7 @@ def recording_text(meta: dict) -> str:
              else "the refs in the order the tools return them")
     lookups = ("with" if recording.get("named_alert_lookups") else "without") + " the named-alert lookups diagnose() adds"
     text = f"Evidence: {order}, {lookups}."
-    if recording.get("reordered_translations"):
+    if recording.get("shuffled_refs") and recording.get("reordered_translations"):
         text += " Each demo's translation is shown on the same calls with each output list reversed."
     if meta.get("rescored_from"):
         text += (f" Re-scored: the replies recorded in {meta['rescored_from']}, each matched to its case by its "
@@ -171,13 +171,14 @@ def guard_table(guard: dict) -> Table:
             ", wrong PASS" if row.get("wrong_pass") else "")
 
     rows = [[qid, pair["set"], said(pair.get("uncompiled")), said(pair.get("candidate"))] for qid, pair in both.items()]
-    marked = frozenset((i, 3) for i, qid in enumerate(both) if qid in {*guard["lost"], *guard["unsafe"]})
+    refused = {*guard["lost"], *guard["wrong_passes"], *guard["failed"]}
+    marked = frozenset((i, 3) for i, qid in enumerate(both) if qid in refused)
     verdict = "saved" if guard["holds"] else "not saved"
     return Table("Whole diagnoses before saving", ["question", "set", "uncompiled", "candidate"], rows,
                  intro=(f"The chosen candidate qualified on the devset, so it and the uncompiled program were each asked "
                         f"the whole-pipeline questions of {', '.join(guard['sets'])} (devset/questions.py) before "
                         f"saving: {guard['summary']}. It is {verdict}: a candidate is saved only when it loses no "
-                        "question the uncompiled program got right and gives no wrong or unsafe PASS."),
+                        "question the uncompiled program got right, gives no wrong PASS, and no diagnosis raised."),
                  widths=(34, 10, 28, 28), marked=marked)
 
 

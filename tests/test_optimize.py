@@ -10,10 +10,10 @@ import pytest
 import optimize
 from devset import load_devset
 from devset.gold import gold_executor_output, gold_plan, gold_tool_calls
-from devset.questions import questions
+from devset.questions import ask, questions
 from devset.recorded import WEIGHTS
 from optimization.candidates import STRATA, per_kind, stratified, stratum
-from optimization.guard import Guard, ask
+from optimization.guard import Guard
 from optimization.replay import scores
 from optimization.report import gain_text
 from optimization.statistics import paired_gain, part_correlation
@@ -124,7 +124,7 @@ def test_optimize_saves_a_program_for_its_lm_and_diagnose_uses_it_only_there(run
     # candidate cites the gold, so the candidate loses nothing and is saved.
     guard = results["meta"]["guard"]
     seed = [q["id"] for q in questions("seed")]
-    assert guard["sets"] == ["seed"] and guard["holds"] and guard["lost"] == guard["unsafe"] == []
+    assert guard["sets"] == ["seed"] and guard["holds"] and guard["lost"] == guard["wrong_passes"] == guard["failed"] == []
     assert guard["gained"] == seed and len(guard["rows"]) == 2 * len(seed)
     guarded = sum(r["lm_calls"] for r in guard["rows"])
     meta = results["meta"]
@@ -499,7 +499,7 @@ def test_two_parts_that_are_one_bit_are_flagged():
 
 @pytest.mark.parametrize("flags", [["--optimizers", "magic"], ["--k", "0"], ["--threshold", "1.5"],
                                    ["--replay", "/nowhere"], ["--mipro-trials", "0"], ["--guard", "reallogs"],
-                                   ["--guard", "seed,nothing"], ["--guard", ","]])
+                                   ["--guard", "seed,nothing"], ["--guard", ","], ["--guard", "seed,none"]])
 def test_bad_flags_exit_with_usage(flags):
     with pytest.raises(SystemExit) as exit_info:
         optimize.main(flags)
@@ -539,8 +539,10 @@ def test_a_candidate_that_gets_a_whole_diagnosis_wrong_is_not_saved_and_its_repl
     assert meta["saved"] is None and not list((tmp_path / "compiled").glob("*.json"))
     assert "gets wrong what the uncompiled program got right: hikaricp_positive" in meta["why"]
     page = (run_dir / "report.html").read_text()
-    assert "It is not saved" in page and 'class="flag">PASS' not in page
-    assert '<td class="flag">' in page
+    # The guard's table flags the one cell that refused the save, and no other.
+    verdict = by["candidate", "hikaricp_positive"]["verdict"]
+    assert "It is not saved" in page and page.count('<td class="flag">') == 1
+    assert f'<td class="flag">{verdict}, wrong</td>' in page
 
     monkeypatch.setattr(optimize, "resolve_lm", lambda spec: untouchable_lm())
     capsys.readouterr()
@@ -549,7 +551,7 @@ def test_a_candidate_that_gets_a_whole_diagnosis_wrong_is_not_saved_and_its_repl
     assert "replay reproduces every recorded score, verdict and rule: True" in out
     replayed = json.loads((run_dir / "replay" / "results.json").read_text())
     def said(rows):
-        return [(r["program"], r["id"], r["verdict"], r["right"], r["seconds"]) for r in rows]
+        return [(r["program"], r["id"], r["verdict"], r["right"], r["wrong_pass"]) for r in rows]
 
     assert said(replayed["meta"]["guard"]["rows"]) == said(guard["rows"]) and replayed["meta"]["saved"] is None
     # The guard's diagnoses are replayed too: a reply of theirs gone moves one of them.
@@ -570,16 +572,21 @@ def test_the_guard_refuses_a_wrong_pass_and_a_diagnosis_that_raised(monkeypatch)
                 "wrong_pass": wrong_pass, "unsafe_pass": False}
 
     both_right = Guard(["seed"], [row("uncompiled", "a", True), row("candidate", "a", True)])
-    assert both_right.holds and both_right.lost == both_right.unsafe == []
+    assert both_right.holds and both_right.lost == both_right.wrong_passes == both_right.failed == []
     # A wrong PASS the uncompiled program also gave is still one the saved program would give.
     wrong = Guard(["seed"], [row("uncompiled", "a", False, wrong_pass=True), row("candidate", "a", False, wrong_pass=True)])
-    assert not wrong.holds and wrong.unsafe == ["a"] and wrong.lost == []
+    assert not wrong.holds and wrong.wrong_passes == ["a"] and wrong.lost == []
+    assert not Guard(["seed"]).holds
 
     def broken(*args, **kwargs):
         raise RuntimeError("the store is gone")
 
-    monkeypatch.setattr("optimization.guard.diagnose", broken)
+    monkeypatch.setattr("devset.questions.diagnose", broken)
     question = questions("seed")[0]
     failed = ask(question, None, None, AuditStore("sqlite://"))
     assert failed["right"] is False and failed["verdict"] == "error"
     assert failed["errors"] == ["RuntimeError: the store is gone"]
+    # A diagnosis that raised under both programs is no regression, but nothing was compared: refused.
+    raised = Guard(["seed"], [{**failed, "program": "uncompiled"}, {**failed, "program": "candidate"}])
+    assert raised.lost == [] and raised.failed == [question["id"]] and not raised.holds
+    assert "a diagnosis raised, so nothing was compared" in raised.summary()
