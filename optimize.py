@@ -46,7 +46,8 @@ from optimization.experiment import CaseRun, Calls, Progress, Row, evaluate, say
 from optimization.guard import guard  # noqa: E402
 from optimization.replay import (  # noqa: E402
     GUARD_TRANSCRIPT, LATER_ARGS, REPLY_INPUTS, RECORDED_ARGS, ReplayError, differences, read_run, rescored)
-from optimization.report import screenshot, write_report  # noqa: E402
+from optimization.chromium import screenshot  # noqa: E402
+from optimization.report import write_report  # noqa: E402
 from optimization.statistics import INTERVAL, RESAMPLES, paired_gain, part_correlation  # noqa: E402
 from program.lm.adapter import adapter_for  # noqa: E402
 from program.stages.executor import Cite  # noqa: E402

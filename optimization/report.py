@@ -1,5 +1,5 @@
-"""The run's report: `report.md` and `report.html` from the payload that `results.json` holds, and a
-screenshot of the page in Debian's headless chromium.
+"""The run's report: `report.md` and `report.html` from the payload that `results.json` holds (its
+screenshot is optimization/chromium.py's).
 
 The page opens with its main figure, each candidate's and reference row's held-out gain over the
 uncompiled program with its interval as an error bar, then the tables. Case ids, claim texts and
@@ -9,15 +9,9 @@ autoescape and `html.escape` in the figure, Markdown through `markdown_cell`.
 
 from __future__ import annotations
 
-import contextlib
 import html
 import math
-import os
 import re
-import shutil
-import signal
-import subprocess
-import tempfile
 import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,50 +45,6 @@ def write_report(out: Path, payload: dict) -> None:
     lines = [decision_line(payload["meta"]), *meta_lines(payload["meta"])]
     (out / "report.html").write_text(render_html(payload, lines, tables), encoding="utf-8")
     (out / "report.md").write_text(render_markdown(payload, lines, tables), encoding="utf-8")
-
-
-def screenshot(page: Path, png: Path, timeout: float = 60) -> str | None:
-    """Render `page` to `png` at 1400x2000: None when it worked, else a one-line reason. Never raises,
-    so a run never fails for its picture."""
-    if not page.is_file():
-        return f"no page at {page}"
-    try:
-        png.unlink(missing_ok=True)  # so that a picture of an earlier run never passes for this one's
-    except OSError as error:
-        return f"cannot replace {png}: {error.strerror}"
-    reason, _ = run_chromium(page, [f"--screenshot={png.resolve()}", "--window-size=1400,2000",
-                                    "--hide-scrollbars"], timeout)
-    if reason is None and not (png.is_file() and png.stat().st_size > 0):
-        reason = "chromium wrote no screenshot"
-    return reason
-
-
-def run_chromium(page: Path, flags: list[str], timeout: float) -> tuple[str | None, str]:
-    """Headless chromium on a local page: (None, stdout) or (a one-line reason, ""). Its own profile
-    directory, so that it never meets another chromium's lock; its whole process group is killed at
-    the timeout, so no renderer outlives it."""
-    binary = shutil.which("chromium") or shutil.which("chromium-browser")
-    if binary is None:
-        return "chromium is not installed (apt-get install chromium)", ""
-    with tempfile.TemporaryDirectory(prefix="report-chromium-", ignore_cleanup_errors=True) as profile:
-        command = [binary, "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}",
-                   *flags, page.resolve().as_uri()]
-        try:
-            child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     stdin=subprocess.DEVNULL, start_new_session=True)
-        except OSError as error:
-            return f"chromium could not start: {error}", ""
-        with child:  # on the way out: its pipes closed, whatever still holds them, and it reaped
-            try:
-                stdout, stderr = child.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(child.pid, signal.SIGKILL)
-                return f"chromium did not finish within {timeout:g} s", ""
-    if child.returncode != 0:
-        last = (stderr.decode("utf-8", "replace").strip().splitlines() or ["no message"])[-1]
-        return f"chromium exited with {child.returncode}: {last[:200]}", ""
-    return None, stdout.decode("utf-8", "replace")
 
 
 def number(value: float | None, digits: int = 3, sign: bool = False) -> str:

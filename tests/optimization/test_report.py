@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from optimization.report import FOLD_AT, gain_figure, run_chromium, screenshot, write_report
+from optimization.chromium import run_chromium, screenshot
+from optimization.report import FOLD_AT, gain_figure, write_report
 from tests.support.servers import missing_server
 
 SVG = "{http://www.w3.org/2000/svg}"
