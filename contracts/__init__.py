@@ -271,6 +271,9 @@ class Relocated(Contract):
     cited: list[CitationLabel]
     written: list[str]
     holding: CitationLabel
+    # The claim was refused for nothing else, and `holding` is the one offered ref that holds all of
+    # what it wrote: a retry that points at it alone stands the claim's own text on it (`executor.repointed`).
+    repointable: bool = False
 
 
 class RetryContext(Contract):

@@ -219,11 +219,20 @@ def retry_context(checked: Checked, attempt: int, more: list[Finding] = ()) -> R
 
 def relocated(context: RetryContext, claims: list[Claim], offered: dict[str, str]) -> list[Relocated]:
     """For each claim refused for a number or name its citations lack, the refs among those a new
-    attempt is `offered` (label -> text) that hold them."""
-    ungrounded = {f.claim_id for f in context.errors if f.rule in UNGROUNDED}
-    return [Relocated(claim_id=claim.claim_id, cited=_labels(claim), written=written, holding=label)
-            for claim in claims if claim.claim_id in ungrounded
-            for label, written in _where_written_is(claim, offered)]
+    attempt is `offered` (label -> text) that hold them; `repointable` where the claim was refused for
+    nothing else and the ref is the only one offered that holds all of it."""
+    rules = _by_claim(context.errors)
+    moves = []
+    for claim in claims:
+        found = {f.rule for f in rules.get(claim.claim_id, [])}
+        if not found & UNGROUNDED:
+            continue
+        places, missing = _where_written_is(claim, offered)
+        whole = [label for label, written in places if set(written) == set(missing)]
+        moves += [Relocated(claim_id=claim.claim_id, cited=_labels(claim), written=written, holding=label,
+                            repointable=found <= UNGROUNDED and whole == [label])
+                  for label, written in places]
+    return moves
 
 
 def _labels(claim: Claim) -> list[str]:
@@ -274,9 +283,10 @@ def retry_text(context: RetryContext, claims: list[Claim], found: list[str] = ()
 UNGROUNDED = frozenset({"verdict.ungrounded_number", "verdict.misbound_number", "verdict.ungrounded_name"})
 
 
-def _where_written_is(claim: Claim, offered: dict[str, str], most: int = 3) -> list[tuple[str, list[str]]]:
+def _where_written_is(claim: Claim, offered: dict[str, str], most: int = 3) -> tuple[list[tuple[str, list[str]]], list[str]]:
     """The offered refs (label -> text) that hold numbers or names the claim wrote and none of its
-    citations holds, each with those it holds, at most `most`, those holding the most first."""
+    citations holds, each with those it holds, at most `most`, those holding the most first; and all
+    that it wrote and its citations lack."""
     cited = [b.evidence_excerpt for b in claim.evidence_bindings if b.evidence_excerpt]
 
     def lacking(texts: list[str]) -> list[str]:
@@ -290,7 +300,7 @@ def _where_written_is(claim: Claim, offered: dict[str, str], most: int = 3) -> l
         for other in missing)]
     holding = {label: [w for w in missing if w not in set(lacking([text]))] for label, text in offered.items()}
     ranked = sorted((label for label, held in holding.items() if held), key=lambda label: -len(holding[label]))
-    return [(label, holding[label]) for label in ranked[:most]]
+    return [(label, holding[label]) for label in ranked[:most]], missing
 
 
 def _shown(claim: Claim | None, most: int = 3) -> list[tuple[str, str]]:

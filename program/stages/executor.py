@@ -27,7 +27,9 @@ refused claim anew, the 1.5B echoed the question's presumption in every presumed
 retry context names the refused claims with their findings, what they cited shows and the labels
 of what a second look found, never their text, and three worked revisions that point come after
 the demos (`signatures.demos.retry_demos`). A retry that still writes the same claims (an LM given
-no schema may write a text) is recorded as no revision.
+no schema may write a text) is recorded as no revision. One text is kept: a claim refused only for
+citing a ref that lacks what it wrote, when the retry points at the one ref that holds all of it
+(`_repointed`); its words were not what code refused.
 """
 
 from __future__ import annotations
@@ -49,11 +51,13 @@ from contracts import (
     Claim, EvidenceBinding, ExecutorOutput, Finding, Language, ParseStatus, PlannerOutput, RetryContext, SetAside, ToolInvocation)
 from signatures.demos import executor_demos, for_language, retry_demos
 from signatures.diagnosis import CiteEvidence, narrow_citation, retry_citation
-from tools.recorder import canonical_label, render_observations
+from tools.recorder import canonical_label, citation_label, render_observations
 
 LISTS = ("hypotheses", "missing_info", "recommended_actions")
 # A retry's claim that only cites again what a claim standing from the attempt before cites.
 REPEATS_KEPT = "executor.repeats_kept"
+# A retry's claim that points at the ref holding all a refused claim wrote, and takes its text.
+REPOINTED = "executor.repointed"
 
 
 class Cite(dspy.Module):
@@ -107,8 +111,14 @@ class Cite(dspy.Module):
                 context, previous.output.claims, {label: menu.citations[label].excerpt
                                                   for label in menu.hits if label in menu.refs})})
             told = retry_text(context, previous.output.claims, reviewed.found)
+            # After a gatekeeper reject no word of the attempt is used again, as none of it stands.
+            refused = {} if reviewed.checked.gate.severity == "reject" else {c.claim_id: c for c in previous.output.claims}
+            repointable = [m for m in context.relocated if m.repointable and m.claim_id in refused]
+            # A ref that holds all of two refused claims stands neither: which one the retry meant is unknown.
+            moves = {m.holding: refused[m.claim_id] for m in repointable
+                     if [n.holding for n in repointable].count(m.holding) == 1}
             again = self.attempt(question, plan, reviewed.invocations, narrow, told, constrain, retry=True,
-                                 withheld=withheld, language=language, screen=screen, kept=kept)
+                                 withheld=withheld, language=language, screen=screen, kept=kept, moves=moves)
             # Under greedy decoding a small model may write the refused claims again unchanged: that is
             # no revision, and it never wins a tie against the attempt it repeats.
             again.repeated = _same_claims(again.written, previous.written)
@@ -122,11 +132,13 @@ class Cite(dspy.Module):
     def attempt(self, question: str, plan: PlannerOutput, invocations: list[ToolInvocation], narrow: bool,
                 retry_context: str, constrain: bool | None, retry: bool = False,
                 withheld: tuple[str, ...] = (), *, language: Language, screen: Screen | None = None,
-                kept: list[Claim] = ()) -> dspy.Prediction:
+                kept: list[Claim] = (), moves: dict[str, Claim] | None = None) -> dspy.Prediction:
         """One call of the predictor on this session's menu, less the `withheld` labels and what the
         `screen` sets aside, shown the demos in the answer's `language`. retry: the attempt after a
         refusal, asked with the retry's instructions and its worked examples. kept: the claims of the
-        attempt before that code let through, which stand first in this one's output."""
+        attempt before that code let through, which stand first in this one's output. moves: the ref
+        (label) that holds all a refused claim wrote, by label, for the claims refused only for that
+        (`Relocated.repointable`)."""
         menu = _menu(invocations, withheld, screen)
         screening = menu.screening
         if not menu.offered:
@@ -156,7 +168,7 @@ class Cite(dspy.Module):
         except dspy.AdapterParseError as exc:
             parts, parse = salvage_executor_output(exc.lm_response, tuple(signature.output_fields))
             return self._result(parts, parse, menu, error=stage_error(self.usage_key, exc), text_cap=cap,
-                                language=language, demos=demos, kept=kept)
+                                language=language, demos=demos, kept=kept, moves=moves)
         except Exception as exc:  # an LM error or timeout: nothing was cited
             return self._result(ExecutorOutput(claims=list(kept)), ParseStatus(status="invalid", detail=(
                 f"executor LM call failed: {type(exc).__name__}")), error=stage_error(self.usage_key, exc),
@@ -164,7 +176,7 @@ class Cite(dspy.Module):
         parts = {name: list(getattr(pred, name, None) or []) for name in ("claims", *LISTS)}
         parts[DECISIONS] = {j.ref: j.decision for j in getattr(pred, DECISIONS, None) or []}
         return self._result(parts, ParseStatus(status="valid", detail="parsed executor evidence contract"), menu,
-                            text_cap=cap, language=language, demos=demos, kept=kept)
+                            text_cap=cap, language=language, demos=demos, kept=kept, moves=moves)
 
     def demos_for(self, question: str, plan: PlannerOutput, language: Language, retry: bool = False) -> list:
         """The demos shown for this question, in its answer's language: the predictor's, then the
@@ -179,7 +191,7 @@ class Cite(dspy.Module):
     def _result(parts: dict | ExecutorOutput, parse: ParseStatus, menu: Menu | None = None,
                 error: Finding | None = None, text_cap: int | None = None,
                 language: Language | None = None, screened: list[SetAside] = (),
-                demos: list = (), kept: list[Claim] = ()) -> dspy.Prediction:
+                demos: list = (), kept: list[Claim] = (), moves: dict[str, Claim] | None = None) -> dspy.Prediction:
         shown = [demo.get("question", "") for demo in demos]
         if isinstance(parts, ExecutorOutput):
             return dspy.Prediction(output=parts, parse_status=parse, drafts=[], written=[], refused=[], error=error,
@@ -190,10 +202,11 @@ class Cite(dspy.Module):
         decisions = {key: d for label, d in parts.get(DECISIONS, {}).items() if (key := canonical_label(label)) in offered}
         answering, set_aside = menu.answering(drafts, decisions)
         drafts, answering, repeats = _new_claims(drafts, answering, kept, menu)
+        answering, repointed = _repointed(answering, moves or {}, menu)
         claims, refused = menu.expand(answering, language, taken={c.claim_id for c in kept})
         output = ExecutorOutput(claims=[*kept, *claims], **{name: parts.get(name, []) for name in LISTS})
         return dspy.Prediction(output=output, parse_status=parse, drafts=drafts, written=written, refused=refused, error=error,
-                               text_cap=text_cap, decisions=decisions, set_aside=set_aside + repeats,
+                               text_cap=text_cap, decisions=decisions, set_aside=set_aside + repeats + repointed,
                                screened=menu.screening.set_aside, demos=shown)
 
 
@@ -239,6 +252,31 @@ def _new_claims(drafts: list, answering: list, kept: list[Claim], menu: Menu) ->
         f"claim {n + 1} as written ({draft.claim_type}, {draft.claim_text!r}) cites only what claims that stand "
         f"from the attempt before cite; it was left out")) for n, draft in enumerate(drafts) if n not in left]
     return [drafts[n] for n in left], [answering[n] for n in left], findings
+
+
+def _repointed(drafts: list, moves: dict[str, Claim], menu: Menu) -> tuple[list, list[Finding]]:
+    """The drafts, each that points with no text at the one ref alone (label) that holds all a
+    refused claim wrote (`moves`) taking that claim's text and type, and a finding for each. The
+    text was refused only for citing a ref that lacks what it wrote, and a retry writes no text:
+    per_kind's first attempts answered "not exhausted" with the figures of the pool line and cited
+    the line beside it (three held-out near misses of results/20261207T160757Z); two retries pointed
+    at the pool line, so code's quote of it was the answer and the "no" was lost. The claim is
+    checked again on what it now cites, like any other, and stands once."""
+    moved, findings, left = [], [], dict(moves)
+    for draft in drafts:
+        citations = [None if isinstance(b, EvidenceBinding) else menu.lookup(b) for b in draft.evidence_bindings]
+        cited = {citation_label(c.invocation_id, c.raw_path) for c in citations if c is not None}
+        holding = cited.pop() if len(cited) == 1 and None not in citations else None
+        refused = left.get(holding) if holding is not None else None
+        if refused is None or draft.claim_text.strip():
+            moved.append(draft)
+            continue
+        del left[holding]
+        moved.append(draft.model_copy(update={"claim_text": refused.claim_text, "claim_type": refused.claim_type}))
+        findings.append(Finding(rule=REPOINTED, claim_id=draft.claim_id, message=(
+            f"the retry pointed at {holding} alone, which holds all that {refused.claim_id} wrote and cited "
+            f"elsewhere, so {refused.claim_id}'s text stands on it and is checked again")))
+    return moved, findings
 
 
 def _same_claims(drafts: list, before: list) -> bool:

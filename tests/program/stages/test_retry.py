@@ -10,13 +10,13 @@ import pytest
 from devset.gold import refs_in
 from program.entry.api import diagnose
 from program.entry.page import render_session
-from program.evidence.checks import CITED_AGAIN, REVISABLE, _where_written_is
+from program.evidence.checks import CITED_AGAIN, REVISABLE, _where_written_is, relocated
 from program.evidence.citations import Menu
 from program.lm.adapter import TEXT_MAX_CHARS, citation_patch
 from program.evidence.relevance import Target, off_topic
 from program.evidence.statements import state_conflicts
 from program.stages.executor import REPEATS_KEPT
-from contracts import Claim, ClaimDraft, EvidenceBinding
+from contracts import Claim, ClaimDraft, EvidenceBinding, Finding, RetryContext
 from tools.recorder import render_observations
 from signatures.demos import REVISIONS, STATE_CONFLICT, STILL_FIRING, UNNAMED, for_language, retry_demos
 from signatures.diagnosis import RETRY_INSTRUCTIONS
@@ -337,6 +337,116 @@ def test_a_healthy_pool_called_exhausted_is_refused_and_the_retry_told_why_answe
     assert [f.rule for f in first.blocked] == ["verdict.below_limit"] and second.used
 
 
+def _near_miss(case_id: str = "near_miss_ledger_zh") -> dict:
+    from devset import load_devset
+
+    return next(c for c in load_devset() if c["case_id"] == case_id)
+
+
+def _ledger_pool(store, first_text: str, *retry_points: str):
+    """near_miss_ledger_zh, whose first attempt writes `first_text` citing the slow-query line beside the
+    pool stats, and whose retry points, with no text, at the lines named (`stats`, `slow`)."""
+    from devset import devset_world
+
+    case, told = _near_miss(), []
+
+    def executor(observations, attempt, user):
+        labels = {"stats": point(observations, "HikariCP pool stats"), "slow": point(observations, "Slow query")}
+        if attempt == 1:
+            return claim("observation", first_text, labels["slow"])
+        told.append(field_value(user, "retry_context"))
+        return claim("observation", "", *(labels[name] for name in retry_points))
+
+    with devset_world():
+        result = diagnose(case["question"], lm=good_lm(case, executor=executor), db=store, compiled=False)
+    return result, store.get_session(result.session_id), told
+
+
+def test_a_claim_refused_only_for_citing_the_line_beside_its_figures_stands_where_the_retry_points(store):
+    """per_kind's first attempts said "not exhausted" with the figures of the pool line and cited the
+    line beside it; the retry pointed at the pool line with no text, so the "no" was lost (three
+    held-out near misses of results/20261207T160757Z). Code said where the figures are, the retry
+    pointed there alone, so the refused claim's own words stand on that line, checked again."""
+    text = "ledger-service 的连接池未耗尽：active=14/50, waiting=0。"
+    result, record, told = _ledger_pool(store, text, "stats")
+    first, second = record.executor_attempts
+    (move,) = second.retry_context.relocated
+    assert move.repointable and "14/50" in " ".join(move.written) and move.holding in told[0]
+    assert [d.claim_text for d in second.drafts] == [""]
+    assert [c.claim_text for c in second.executor_output.claims] == [text]
+    assert ["HikariCP pool stats" in b.evidence_excerpt for b in second.executor_output.claims[0].evidence_bindings] == [True]
+    assert "Slow query" in first.executor_output.claims[0].evidence_bindings[0].evidence_excerpt
+    assert second.used and result.verdict == "PASS" and "未耗尽" in result.answer
+    assert [n.rule for n in record.notes if n.rule == "executor.repointed"] == ["executor.repointed"]
+
+
+def test_a_retry_that_points_at_more_than_the_line_holding_the_figures_keeps_code_s_quote(store):
+    """Pointing at the pool line and the slow-query line is not the move code named: the retry's
+    claim is code's quote, and the refused words are not used."""
+    result, record, _ = _ledger_pool(store, "ledger-service 的连接池未耗尽：active=14/50, waiting=0。", "stats", "slow")
+    second = record.executor_attempts[1]
+    assert all("未耗尽" not in c.claim_text for c in second.executor_output.claims)
+    assert "executor.repointed" not in [n.rule for n in record.notes]
+
+
+def test_a_repointed_claim_is_checked_again_on_the_line_it_now_cites(store):
+    """"已耗尽" with the pool's figures, cited on the line beside them, is refused only for the
+    figures; moved onto the pool line, code reads them below their limit and refuses it there."""
+    result, record, _ = _ledger_pool(store, "ledger-service 的连接池已耗尽：active=14/50, waiting=0。", "stats")
+    second = record.executor_attempts[1]
+    assert [c.claim_text for c in second.executor_output.claims] == ["ledger-service 的连接池已耗尽：active=14/50, waiting=0。"]
+    assert "verdict.below_limit" in [f.rule for f in second.blocked]
+    assert result.verdict != "PASS" and "已耗尽" not in result.answer
+
+
+def test_no_word_of_an_attempt_the_gatekeeper_rejected_is_used_again(store):
+    """A fabricated quote in one claim discredits the attempt: the other claim, refused only for
+    citing the line beside its figures, does not stand where the retry points."""
+    from devset import devset_world
+
+    case = _near_miss()
+
+    def executor(observations, attempt, user):
+        stats, slow = point(observations, "HikariCP pool stats"), point(observations, "Slow query")
+        if attempt == 2:
+            return claim("observation", "", stats)
+        invocation = int(slow.split()[0].lstrip("#"))
+        fabricated = {"tool_name": "query_logs", "source_invocation_id": invocation, "raw_path": slow.split()[1],
+                      "evidence_excerpt": "HikariCP pool exhausted: active=50/50"}
+        return {"claims": [
+            {"claim_type": "observation", "evidence_bindings": [slow], "claim_text": "ledger-service 的连接池未耗尽：active=14/50, waiting=0。"},
+            {"claim_type": "observation", "evidence_bindings": [fabricated], "claim_text": "ledger-service 的连接池已耗尽。"}],
+            "hypotheses": [], "missing_info": [], "recommended_actions": []}
+
+    with devset_world():
+        result = diagnose(case["question"], lm=good_lm(case, executor=executor), db=store, compiled=False)
+    record = store.get_session(result.session_id)
+    first, second = record.executor_attempts
+    assert first.gatekeeper_result.severity == "reject"
+    assert any(m.repointable for m in second.retry_context.relocated)
+    assert all("未耗尽" not in c.claim_text for c in second.executor_output.claims)
+    assert "executor.repointed" not in [n.rule for n in record.notes]
+
+
+def test_a_claim_is_repointable_only_when_one_ref_holds_all_it_wrote_and_nothing_else_refused_it():
+    def moves(rules: list[str], offered: dict[str, str]):
+        claim = Claim(claim_id="c1", claim_type="observation", claim_text="pool active=14/50, waiting=0",
+                      evidence_bindings=[EvidenceBinding(tool_name="query_logs", source_invocation_id=1,
+                                                         raw_path="$.logs[0]", evidence_excerpt="Slow query took 900ms")])
+        context = RetryContext(attempt=1, failed_rules=rules, errors=[Finding(rule=r, claim_id="c1", message="-") for r in rules])
+        return [(m.holding, m.repointable) for m in relocated(context, [claim], offered)]
+
+    stats = "HikariCP pool stats: active=14/50, idle=36, waiting=0"
+    one = {"#1 $.logs[0]": "Slow query took 900ms", "#1 $.logs[1]": stats}
+    assert moves(["verdict.ungrounded_number"], one) == [("#1 $.logs[1]", True)]
+    assert moves(["verdict.ungrounded_number", "verdict.ungrounded_name"], one) == [("#1 $.logs[1]", True)]
+    assert moves(["verdict.ungrounded_number", "verdict.off_topic"], one) == [("#1 $.logs[1]", False)]
+    assert moves(["verdict.ungrounded_number"], {**one, "#1 $.logs[2]": stats}) == [
+        ("#1 $.logs[1]", False), ("#1 $.logs[2]", False)]
+    assert moves(["verdict.ungrounded_number"], {**one, "#1 $.logs[1]": "HikariCP pool stats: active=14/50"}) == [
+        ("#1 $.logs[1]", False)]
+
+
 def test_a_search_that_left_lines_unread_is_not_retried():
     """No wording can prove an absence the search did not read for."""
     assert "verdict.unread_search" not in REVISABLE
@@ -604,7 +714,7 @@ def test_a_number_of_its_own_is_located_beside_a_name_that_holds_its_digits():
     def written(text: str, cited: str, offered: dict[str, str]):
         claim = Claim(claim_id="c1", claim_type="observation", claim_text=text, evidence_bindings=[EvidenceBinding(
             tool_name="query_logs", source_invocation_id=1, raw_path="$.logs[0]", evidence_excerpt=cited)])
-        return _where_written_is(claim, offered)
+        return _where_written_is(claim, offered)[0]
 
     timeout = "HikariPool-1 - Connection is not available, request timed out after 30000ms"
     assert written("连接池已耗尽：active=50/50，5 个线程在等待", timeout, {
