@@ -72,19 +72,22 @@ class Recording:
     # in the reverse order, so that the two show the answering refs at other positions and a
     # position teaches nothing.
     reordered_translations: bool = True
+    # The `mention` cases (lines that name the asked thing without reporting it) are recorded; the runs
+    # before them had none, and their transcripts hold no request of them.
+    mention_cases: bool = True
 
 
 # How every run before any of them existed recorded its evidence (results/20261201T184632Z): its
 # replies cite the refs in this order, so only this recording can score them again.
 UNSHUFFLED = Recording(shuffled_refs=False, named_alert_lookups=False, screened_refs=False,
-                       reordered_translations=False)
+                       reordered_translations=False, mention_cases=False)
 
 
 def recording_of(meta: dict) -> Recording:
     """The recording a run's results.json names; a run that names none predates `Recording`, and one
-    that does not name `screened_refs` predates the screen."""
-    return (Recording(**{"screened_refs": False, "reordered_translations": False, **meta["recording"]})
-            if "recording" in meta else UNSHUFFLED)
+    that does not name a later field predates what it records."""
+    return (Recording(**{"screened_refs": False, "reordered_translations": False, "mention_cases": False,
+                         **meta["recording"]}) if "recording" in meta else UNSHUFFLED)
 
 
 def shuffled(toolbox: Toolbox, seed: str, *, backwards: bool = False) -> Toolbox:
@@ -180,6 +183,7 @@ def record(cases: list[dict], toolbox: Toolbox, recording: Recording = Recording
     sources). The reordered recordings of the translated cases come after every case's own, so that
     the cases' invocation ids are the same with them or without."""
     store = AuditStore("sqlite://")
+    cases = [c for c in cases if recording.mention_cases or c["kind"] != "mention"]
     recorded = {case["case_id"]: _recorded(case, store, toolbox, recording) for case in cases if case["runs_lm"]}
     if recording.shuffled_refs and recording.reordered_translations:
         for case in (c for c in cases if c["runs_lm"] and c.get("translation")):

@@ -104,10 +104,10 @@ def test_optimize_saves_a_program_for_its_lm_and_diagnose_uses_it_only_there(run
     for row in ("uncompiled", "rule"):
         assert by[row]["held_out_normalised"] == pytest.approx((by[row]["held_out"] - floor) / (1 - floor), abs=1e-3)
     assert results["meta"]["recording"] == {"shuffled_refs": True, "named_alert_lookups": True, "screened_refs": True,
-                                            "reordered_translations": True}
+                                            "reordered_translations": True, "mention_cases": True}
     assert "no training run" in by["bootstrap"]["note"]
     gain = by["labeled"]["gain"]
-    assert gain["cases"] == 40 and 0 < gain["low"] <= gain["gain"] <= gain["high"]
+    assert gain["cases"] == 45 and 0 < gain["low"] <= gain["gain"] <= gain["high"]
     assert results["meta"]["chosen"] in ("labeled", "stratified") and results["meta"]["saved"]
     # Bootstrap's teacher is the uncompiled program: its training prompts are the baseline's, served again.
     assert results["meta"]["repeats_served"] > 0
@@ -221,10 +221,10 @@ def test_knn_is_saved_with_its_pool_and_a_diagnosis_shows_the_nearest_training_c
 
 def test_a_gain_within_the_noise_saves_nothing(run_optimize):
     results, run_dir = run_optimize({None: learner(learns=False)}, "--optimizers", "labeled")
-    assert rows(results)["labeled"]["gain"] == {"gain": 0.0, "low": 0.0, "high": 0.0, "cases": 40}
+    assert rows(results)["labeled"]["gain"] == {"gain": 0.0, "low": 0.0, "high": 0.0, "cases": 45}
     assert results["meta"]["saved"] is None and "within the noise" in results["meta"]["why"]
     # The per-case analysis says, for each held-out case, what happened and that no candidate changed it.
-    assert len(results["analysis"]) == 40 and all("no candidate changed it" in a["why"] for a in results["analysis"])
+    assert len(results["analysis"]) == 45 and all("no candidate changed it" in a["why"] for a in results["analysis"])
 
 
 def test_the_teacher_teaches_the_student(run_optimize):
@@ -357,7 +357,7 @@ def test_a_second_run_is_answered_from_the_reply_cache_and_its_replay_reproduces
     # Then whole diagnoses of the seed questions by both programs, before it is saved.
     guarded = sum(r["lm_calls"] for r in first["meta"]["guard"]["rows"])
     assert first["meta"]["cached_served"] == 0
-    assert first["meta"]["model_calls"] + first["meta"]["repeats_served"] == 2 * 40 + 40 + guarded
+    assert first["meta"]["model_calls"] + first["meta"]["repeats_served"] == 2 * 45 + 45 + guarded
     again = learner()
     second, run_dir = run_optimize({None: again}, out="again")
     # Greedy decoding: the unchanged baseline and candidate, and both programs' whole diagnoses (each in
@@ -446,7 +446,7 @@ def test_per_kind_demos_are_the_first_training_case_of_each_kind():
                                           for kind in kinds]
 
 
-def test_the_nearest_training_case_is_of_the_asked_kind_for_31_of_the_40_held_out_questions():
+def test_the_nearest_training_case_is_of_the_asked_kind_for_36_of_the_45_held_out_questions():
     """The figure docs/optimizing.md gives for knn's neighbours."""
     from devset import devset_world
     from devset.recorded import record
@@ -461,7 +461,7 @@ def test_the_nearest_training_case_is_of_the_asked_kind_for_31_of_the_40_held_ou
                                                                mipro_trials=1, lm=None))
     kinds = [(evidence[e.case_id].case["kind"], evidence[knn.nearest.nearest(e.question, e.plan, e.language)["case_id"]]
               .case["kind"]) for e in held]
-    assert sum(asked == shown for asked, shown in kinds) == 31 and len(kinds) == 40
+    assert sum(asked == shown for asked, shown in kinds) == 36 and len(kinds) == 45
     assert {shown for asked, shown in kinds if asked == "excluded_same_log"} == {"some_lines"}
 
 

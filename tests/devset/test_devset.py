@@ -1,6 +1,7 @@
 import json
 import os
 import shutil
+from dataclasses import replace
 
 import pytest
 
@@ -176,8 +177,10 @@ def test_the_lookup_rule_stays_below_the_program_target_held_out(evidence):
 def test_the_structured_rule_reads_the_fields_and_misses_only_what_no_field_tells(evidence):
     """The fair reference: the lookup rule on what the program's screen leaves, citing the firing
     alert of a pair. Every distractor a field tells apart (another service, an excluded topic,
-    another endpoint, an earlier state) it passes over; what it misses is a hit that means "no" (a
-    healthy pool), which it reports as present. This is the headroom the devset leaves a model."""
+    another endpoint, an earlier state) it passes over; what it misses is what no field tells: a hit
+    that means "no" (a healthy pool, a count of no timeouts), which it reports as present, and a line
+    that names the asked thing without reporting it (a configured timeout) cited beside the one that
+    reports it. This is the headroom the devset leaves a model."""
     from devset.recorded import output_of, score_output
     from devset.rule import LookupRule
 
@@ -188,9 +191,12 @@ def test_the_structured_rule_reads_the_fields_and_misses_only_what_no_field_tell
         assert scored.score >= plain.score, case_id
         # The seed cases hold no distractor: there both rules lose only what a template claim misses.
         if scored.score < 1.0 and recorded.case["kind"] != "seed":
-            missed[case_id] = (recorded.case["kind"], scored.parts["polarity"])
-    assert missed and {kind for kind, _ in missed.values()} == {"near_miss"}
-    assert all(polarity == 0.0 for _, polarity in missed.values())
+            missed[case_id] = (recorded.case["kind"], recorded.case["expected_polarity"], scored.parts)
+    assert missed and {kind for kind, _, _ in missed.values()} == {"near_miss", "mention"}
+    assert all(parts["polarity"] == 0.0 for _, polarity, parts in missed.values() if polarity == ["absent"])
+    assert all(parts["polarity"] == 1.0 and parts["refs"] == 0.0
+               for _, polarity, parts in missed.values() if polarity == ["present"])
+    assert len(missed) == sum(c.case["kind"] in ("near_miss", "mention") for c in evidence.values())
 
 
 def test_a_broken_hard_cases_file_gives_a_clear_error(tmp_path):
@@ -293,3 +299,25 @@ def test_a_translated_demo_cites_the_same_lines_at_other_positions(evidence):
         without = record(load_devset(), TOOLBOX, Recording(reordered_translations=False))
     assert {cid: r.observations for cid, r in without.items()} == {cid: r.observations for cid, r in evidence.items()}
     assert all(r.reordered is None for r in without.values())
+
+
+def test_a_run_recorded_before_the_mention_cases_is_recorded_without_them(evidence):
+    """A run whose results.json names no `mention_cases` had none: its replay records the cases it
+    scored, with the ids they had, and its translated demos on the calls they were shown."""
+    from devset import devset_world, load_devset
+    from devset.recorded import record, recording_of
+
+    before = recording_of({"recording": {"shuffled_refs": True, "named_alert_lookups": True, "screened_refs": True,
+                                         "reordered_translations": True}})
+    assert not before.mention_cases
+    with devset_world():
+        cases = load_devset()
+        then = record(cases, TOOLBOX, before)
+        older = record([c for c in cases if c["kind"] != "mention"], TOOLBOX, replace(before, mention_cases=True))
+    mentions = {cid for cid, r in evidence.items() if r.case["kind"] == "mention"}
+    assert len(mentions) == 8 and set(then) == set(evidence) - mentions
+    assert {cid: (r.observations, r.reordered.observations if r.reordered else None) for cid, r in then.items()} == {
+        cid: (r.observations, r.reordered.observations if r.reordered else None) for cid, r in older.items()}
+    # Recorded after the cases before them, the mention cases leave those cases' own ids as they were.
+    assert {cid: r.observations for cid, r in then.items()} == {
+        cid: r.observations for cid, r in evidence.items() if cid not in mentions}
