@@ -177,10 +177,10 @@ def test_the_lookup_rule_stays_below_the_program_target_held_out(evidence):
 def test_the_structured_rule_reads_the_fields_and_misses_only_what_no_field_tells(evidence):
     """The fair reference: the lookup rule on what the program's screen leaves, citing the firing
     alert of a pair. Every distractor a field tells apart (another service, an excluded topic,
-    another endpoint, an earlier state) it passes over; what it misses is what no field tells: a hit
-    that means "no" (a healthy pool, a count of no timeouts), which it reports as present, and a line
-    that names the asked thing without reporting it (a configured timeout) cited beside the one that
-    reports it. This is the headroom the devset leaves a model."""
+    another endpoint, an earlier state) it passes over; what it misses is what none of the fields it
+    reads tells: a hit that means "no" (a healthy pool, a count of no timeouts), which it reports as
+    present, and a line that names the asked thing without reporting it (a configured timeout) cited
+    beside the one that reports it. This is the headroom the devset leaves a model."""
     from devset.recorded import output_of, score_output
     from devset.rule import LookupRule
 
