@@ -174,7 +174,7 @@ def test_the_lookup_rule_stays_below_the_program_target_held_out(evidence):
     assert sum(seeds) / len(seeds) >= 0.9
 
 
-def test_the_structured_rule_reads_the_fields_and_misses_only_what_no_field_tells(evidence):
+def test_the_structured_rule_misses_only_what_the_fields_it_reads_do_not_tell(evidence):
     """The fair reference: the lookup rule on what the program's screen leaves, citing the firing
     alert of a pair. Every distractor a field tells apart (another service, an excluded topic,
     another endpoint, an earlier state) it passes over; what it misses is what none of the fields it
