@@ -45,7 +45,8 @@ from optimization.candidates import (  # noqa: E402
 from optimization.experiment import CaseRun, Calls, Progress, Row, evaluate, say  # noqa: E402
 from optimization.guard import guard  # noqa: E402
 from optimization.replay import (  # noqa: E402
-    GUARD_TRANSCRIPT, LATER_ARGS, REPLY_INPUTS, RECORDED_ARGS, ReplayError, differences, read_run, rescored)
+    GUARD_TRANSCRIPT, LATER_ARGS, REPLY_INPUTS, RECORDED_ARGS, ReplayError, checkout, differences, other_checkout,
+    read_run, rescored)
 from optimization.chromium import screenshot  # noqa: E402
 from optimization.report import write_report  # noqa: E402
 from optimization.statistics import INTERVAL, RESAMPLES, paired_gain, part_correlation  # noqa: E402
@@ -309,7 +310,8 @@ def main(argv: list[str] | None = None) -> int:
             "reply_cache": None if recorded or args.reply_cache is None else str(args.reply_cache),
             "interval": INTERVAL,
             "resamples": RESAMPLES, "args": {k: getattr(args, k) for k in (*RECORDED_ARGS, *LATER_ARGS)},
-            "recording": asdict(recording), "attempts": attempts}
+            "recording": asdict(recording), "attempts": attempts,
+            "checkout": recorded["meta"].get("checkout") if args.replay else checkout(Path(__file__).parent)}
     if args.rescore:
         meta["rescored_from"] = str(args.source)
     meta["guard"] = None
@@ -366,6 +368,8 @@ def main(argv: list[str] | None = None) -> int:
         # may hold although that attempt was not replayed, so it is said beside them.
         missing = sum(e.missing for e in engines)
         print(f"replay reproduces every recorded score, verdict and rule: {not changed}")
+        if (elsewhere := other_checkout(recorded, checkout(Path(__file__).parent))) is not None:
+            print(f"  {elsewhere}")
         for line in changed[:20]:
             print(f"  {line}")
         print(f"every request was recorded: {not missing}" + (f" ({missing} had no recorded reply)" if missing else ""))

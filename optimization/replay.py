@@ -9,6 +9,7 @@ says now, and scores it under this code's metric."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 from optimization.report import number
@@ -27,6 +28,30 @@ GUARD_TRANSCRIPT = "guard.jsonl"
 # reply matched by them cites the same refs it cited then; the retry context tells a second attempt
 # from the first.
 REPLY_INPUTS = ("question", "observations", "retry_context")
+
+
+def checkout(root: Path) -> dict | None:
+    """The commit the code and the devset were read from, and whether the tree differed from it: a
+    replay sends the requests the devset's evidence makes, so a run replays only at its own data.
+    None outside a git checkout."""
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True,
+                              timeout=10, check=True).stdout.strip()
+        status = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                capture_output=True, text=True, timeout=10, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {"commit": head, "modified": bool(status.strip())}
+
+
+def other_checkout(recorded: dict, now: dict | None) -> str | None:
+    """What a replay should say when the run was recorded at another commit, or None."""
+    then = recorded["meta"].get("checkout")
+    if not then or not now or then == now:
+        return None
+    return (f"the run was recorded at {then['commit'][:12]}{' (modified)' if then['modified'] else ''}, this is "
+            f"{now['commit'][:12]}{' (modified)' if now['modified'] else ''}: a score that differs may be the "
+            f"devset's or the program's change, not the replay's")
 
 
 class ReplayError(ValueError):
