@@ -246,6 +246,8 @@ def analysis(rows: list[Row]) -> list[dict]:
 def main(argv: list[str] | None = None) -> int:
     args, recorded = parse_args(argv)
     started = time.perf_counter()
+    # Read before the run, which may last an hour: what it ran is the tree as it started.
+    here = checkout(Path(__file__).parent)
     source_id = recorded["meta"]["run_id"] if recorded else None
     run_id = f"rescored-{source_id}" if args.rescore else source_id or datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     out = args.source / "replay" if args.replay else Path(args.out) / run_id
@@ -311,7 +313,7 @@ def main(argv: list[str] | None = None) -> int:
             "interval": INTERVAL,
             "resamples": RESAMPLES, "args": {k: getattr(args, k) for k in (*RECORDED_ARGS, *LATER_ARGS)},
             "recording": asdict(recording), "attempts": attempts,
-            "checkout": recorded["meta"].get("checkout") if args.replay else checkout(Path(__file__).parent)}
+            "checkout": recorded["meta"].get("checkout") if args.replay else here}
     if args.rescore:
         meta["rescored_from"] = str(args.source)
     meta["guard"] = None
@@ -328,8 +330,10 @@ def main(argv: list[str] | None = None) -> int:
         elif meta["guard"] is None or meta["guard"]["holds"]:
             meta["saved"] = str(save_program(programs[chosen.label], run_id, base_lm))
     repeats, cached = served()
-    meta.update(model_calls=calls.calls - repeats - cached, repeats_served=repeats, cached_served=cached,
-                cache_ignored=sum(c.ignored for c in caches()))
+    # A request a replay's transcript does not hold reached no model: it failed its attempt.
+    unrecorded = sum(getattr(e, "missing", 0) for e in engines)
+    meta.update(model_calls=calls.calls - repeats - cached - unrecorded, repeats_served=repeats, cached_served=cached,
+                cache_ignored=sum(c.ignored for c in caches()), unrecorded=unrecorded)
     meta["wall_seconds"] = recorded["meta"]["wall_seconds"] if recorded else round(time.perf_counter() - started, 1)
     if recorded:
         # A replay takes no time worth reporting: each case keeps the seconds the recorded run measured.
@@ -366,9 +370,9 @@ def main(argv: list[str] | None = None) -> int:
         changed = differences(recorded, payload)
         # A request the run never made fails only its attempt, which a diagnosis survives: the scores
         # may hold although that attempt was not replayed, so it is said beside them.
-        missing = sum(e.missing for e in engines)
+        missing = meta["unrecorded"]
         print(f"replay reproduces every recorded score, verdict and rule: {not changed}")
-        if (elsewhere := other_checkout(recorded, checkout(Path(__file__).parent))) is not None:
+        if (elsewhere := other_checkout(recorded, here)) is not None:
             print(f"  {elsewhere}")
         for line in changed[:20]:
             print(f"  {line}")

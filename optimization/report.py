@@ -75,7 +75,8 @@ def meta_lines(meta: dict) -> list[str]:
         f"Model calls: {meta.get('model_calls', '-')}; exact repeats served from the run's transcript: "
         f"{meta.get('repeats_served', '-')}; replies served from the reply cache of earlier runs: "
         f"{meta.get('cached_served', '-')} ({meta.get('cache_ignored', '-')} kept replies ignored, unreadable or "
-        f"damaged).",
+        f"damaged)" + (f"; requests the replayed transcript did not hold: {meta['unrecorded']}"
+                       if meta.get("unrecorded") else "") + ".",
         f"Wall time: {number(meta.get('wall_seconds'), 0)} s on {meta.get('cores', '-')} cores.",
         f"Cases: {meta.get('train_cases', '-')} training, {meta.get('held_out_cases', '-')} held out; "
         f"demo budget k={meta.get('k', '-')}.",

@@ -281,6 +281,11 @@ def test_replay_rescores_a_run_without_the_model_and_notices_a_changed_transcrip
     out = capsys.readouterr().out
     assert "replay reproduces every recorded score, verdict and rule: False" in out
     assert "every request was recorded: False (3 had no recorded reply)" in out
+    # A replay counts the model calls its transcript answers; the requests it does not hold reached
+    # no model, so they are counted apart, and the report says so.
+    partial = json.loads((run_dir / "replay" / "results.json").read_text())["meta"]
+    assert (partial["model_calls"], partial["unrecorded"]) == (results["meta"]["model_calls"] - 3, 3)
+    assert "requests the replayed transcript did not hold: 3" in (run_dir / "replay" / "report.md").read_text()
 
 
 def untouchable_lm(model: str = "scripted/learner") -> dspy.LM:

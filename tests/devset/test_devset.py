@@ -199,6 +199,28 @@ def test_the_structured_rule_misses_only_what_the_fields_it_reads_do_not_tell(ev
     assert len(missed) == sum(c.case["kind"] in ("near_miss", "mention") for c in evidence.values())
 
 
+def test_no_mention_case_is_told_by_its_lines_level(evidence):
+    """A timed-out call is logged at the level of a line beside it that reports none, so the most
+    severe line is never the answer alone; and a case where nothing timed out has a WARN line."""
+    import re
+
+    severity = {"DEBUG": 0, "INFO": 1, "WARN": 2, "ERROR": 3}
+    warned_without_timeout = False
+    for recorded in evidence.values():
+        if recorded.case["kind"] != "mention":
+            continue
+        lines = re.findall(r"\$\.logs\[\d+\]: \[[^]]*\]\[(\w+)\]\[[^]]*\] (.*)", recorded.observations)
+        needles = [n for ref in recorded.case["expected_refs"] for n in ref["needles"]]
+        answering = [severity[level] for level, text in lines if any(n in text for n in needles)]
+        others = [severity[level] for level, text in lines if not any(n in text for n in needles)]
+        assert answering and others, recorded.case["case_id"]
+        if recorded.case["expected_polarity"] == ["present"]:
+            assert max(answering) <= max(others), recorded.case["case_id"]
+        else:
+            warned_without_timeout |= max(others) >= severity["WARN"]
+    assert warned_without_timeout
+
+
 def test_a_broken_hard_cases_file_gives_a_clear_error(tmp_path):
     from devset import load_devset
 
