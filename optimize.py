@@ -13,7 +13,8 @@ held-out split beside the uncompiled program, the lookup rule (no model), the go
 metric's ceiling) and the best candidate per case. The gain is the held-out score minus the
 uncompiled program's, with a paired bootstrap interval as its noise. The best candidate is saved,
 with the LM it was compiled for, only when that interval lies above zero and the guard
-(optimization/guard.py, --guard) finds it no worse than the uncompiled program on whole diagnoses.
+(optimization/guard.py, --guard) finds it no worse than the uncompiled program on whole diagnoses,
+and asked at least the questions the program it replaces for that LM was asked.
 Every LM request and reply goes to `transcript.jsonl`, the guard's to `guard.jsonl`; under greedy
 decoding an exact repeat is answered from it and counted,
 and a request an earlier run made of the same model is answered from the reply cache (.reply_cache/,
@@ -43,7 +44,7 @@ from devset.rule import LookupRule  # noqa: E402
 from optimization.candidates import (  # noqa: E402
     DEFAULT, OPTIMIZERS, REFLECTING, RESCORABLE, Settings, compile_candidate)
 from optimization.experiment import CaseRun, Calls, Progress, Row, evaluate, say  # noqa: E402
-from optimization.guard import guard  # noqa: E402
+from optimization.guard import guard, narrower_than_saved  # noqa: E402
 from optimization.replay import (  # noqa: E402
     GUARD_TRANSCRIPT, LATER_ARGS, REPLY_INPUTS, RECORDED_ARGS, ReplayError, checkout, differences, other_checkout,
     read_run, rescored)
@@ -81,7 +82,8 @@ def parse_args(argv):
                         help=f"before saving a candidate, ask whole diagnoses of it and of the uncompiled program: "
                              f"comma-separated sets from {', '.join(FIXTURE_SETS)}, or none (default: seed); it is "
                              f"saved only when it loses no question the uncompiled program got right, gives no "
-                             f"wrong PASS and no diagnosis raised")
+                             f"wrong PASS and no diagnosis raised, and when it asked every set the program it "
+                             f"replaces for this LM was asked")
     parser.add_argument("--out", default="results", help="folder for results/<run>/")
     parser.add_argument("--compiled-dir", help="where to save the chosen program (default: compiled/)")
     kept = parser.add_mutually_exclusive_group()
@@ -328,12 +330,18 @@ def main(argv: list[str] | None = None) -> int:
         if recorded:
             meta["saved"] = recorded["meta"].get("saved")
         elif meta["guard"] is None or meta["guard"]["holds"]:
-            meta["saved"] = str(save_program(programs[chosen.label], run_id, base_lm))
+            if refused := narrower_than_saved(args.guard_sets, base_lm):
+                meta["why"] = why = f"{why}; {refused}"
+            else:
+                meta["saved"] = str(save_program(programs[chosen.label], run_id, base_lm, args.guard_sets))
     repeats, cached = served()
     # A request a replay's transcript does not hold reached no model: it failed its attempt.
     unrecorded = sum(getattr(e, "missing", 0) for e in engines)
-    meta.update(model_calls=calls.calls - repeats - cached - unrecorded, repeats_served=repeats, cached_served=cached,
-                cache_ignored=sum(c.ignored for c in caches()), unrecorded=unrecorded)
+    # A call the engine raised on gave no reply: counted apart, its error in the transcript.
+    failed = sum(getattr(e, "failed", 0) for e in engines)
+    meta.update(model_calls=calls.calls - repeats - cached - unrecorded - failed, failed_calls=failed,
+                repeats_served=repeats, cached_served=cached, cache_ignored=sum(c.ignored for c in caches()),
+                unrecorded=unrecorded)
     meta["wall_seconds"] = recorded["meta"]["wall_seconds"] if recorded else round(time.perf_counter() - started, 1)
     if recorded:
         # A replay takes no time worth reporting: each case keeps the seconds the recorded run measured.
@@ -354,6 +362,7 @@ def main(argv: list[str] | None = None) -> int:
               f"(normalised {row.mean('held-out', normalised=True)})  {gains.get(row.label) or ''}")
     say(f"report: {out / 'report.html'}{'' if problem is None else f' (no screenshot: {problem})'}; "
         f"saved: {meta['saved'] or 'nothing'} ({why}); {meta['model_calls']} model calls, "
+        f"{meta['failed_calls']} calls that failed (their errors are in the transcripts), "
         f"{meta['repeats_served']} repeats served from the transcript, {meta['cached_served']} replies served from "
         f"the reply cache{kept_in}, {meta['cache_ignored']} kept replies ignored")
     for cache_problem in (p for c in caches() for p in c.problems):

@@ -8,6 +8,10 @@ candidate is refused when it gets wrong a question the uncompiled program got ri
 wrong PASS (even one the uncompiled program gives too: saving it would ship that answer), and when a
 diagnosis of either program raised (then nothing was compared). For the same sets the uncompiled
 program sends the same requests on every run, so the reply cache answers them after the first.
+
+A saved program replaces the one diagnose() ran for that LM, so it must have been asked at least
+the questions that one was: a run with a narrower guard (the default asks only the seed questions)
+saves nothing over a program that passed the whole guard.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ import dspy
 from devset import fixture_world
 from devset.questions import ask, questions
 from optimization.experiment import say
+from program.stages.compiled import Unusable, compiled_for_lm, guarded_on
 from program.stages.pipeline import Diagnosis
 from program.store.audit import AuditStore
 
@@ -109,3 +114,15 @@ def guard(citation: dspy.Module, sets: list[str], lm: dspy.BaseLM) -> Guard:
                 say(f"guard {label} [{n}/{len(chosen)}] {row['id']}: {row['verdict']} (expected {row['expected']}), "
                     f"{'right' if row['right'] else 'WRONG'}")
     return result
+
+
+def narrower_than_saved(sets: list[str], lm: dspy.BaseLM) -> str | None:
+    """Why a candidate guarded on `sets` must not replace the program saved for `lm`, or None when it may."""
+    try:
+        saved = compiled_for_lm(lm)
+    except Unusable:  # a file that cannot say its LM is refused at load; a newer one takes its place
+        return None
+    if saved is None or not (missing := [s for s in guarded_on(saved) if s not in sets]):
+        return None
+    return (f"not saved over {saved.name}, which was asked whole diagnoses of {', '.join(guarded_on(saved))} before it "
+            f"was saved: this run's guard did not ask {', '.join(missing)} (--guard {','.join(guarded_on(saved))} does)")

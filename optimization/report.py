@@ -72,7 +72,9 @@ def meta_lines(meta: dict) -> list[str]:
     interval = meta.get("interval")
     return [
         f"LM: {meta.get('lm')}; identity: {identity}.",
-        f"Model calls: {meta.get('model_calls', '-')}; exact repeats served from the run's transcript: "
+        f"Model calls: {meta.get('model_calls', '-')}"
+        + (f"; calls the engine failed (no reply; the error is in the transcript): {meta['failed_calls']}"
+           if meta.get("failed_calls") else "") + "; exact repeats served from the run's transcript: "
         f"{meta.get('repeats_served', '-')}; replies served from the reply cache of earlier runs: "
         f"{meta.get('cached_served', '-')} ({meta.get('cache_ignored', '-')} kept replies ignored, unreadable or "
         f"damaged)" + (f"; requests the replayed transcript did not hold: {meta['unrecorded']}"

@@ -13,13 +13,14 @@ from devset.gold import gold_executor_output, gold_plan, gold_tool_calls
 from devset.questions import ask, questions
 from devset.recorded import WEIGHTS
 from optimization.candidates import STRATA, per_kind, stratified, stratum
-from optimization.guard import Guard
+from optimization.guard import Guard, narrower_than_saved
 from optimization.replay import scores
 from optimization.report import gain_text
 from optimization.statistics import paired_gain, part_correlation
 from program.entry.api import diagnose
 from program.store.audit import AuditStore
-from program.stages.compiled import newest_compiled
+from program.stages.compiled import newest_compiled, save_program
+from program.stages.executor import Cite
 from tests.support.good_lm import pass_all
 from tests.support.scripted import ScriptedEngine, field_value
 from tools.functions import TOOLBOX
@@ -227,6 +228,30 @@ def test_a_gain_within_the_noise_saves_nothing(run_optimize):
     assert len(results["analysis"]) == 45 and all("no candidate changed it" in a["why"] for a in results["analysis"])
 
 
+def test_a_run_whose_guard_asked_less_saves_nothing_over_the_program_it_would_replace(run_optimize, tmp_path,
+                                                                                     monkeypatch):
+    lm = learner()
+    monkeypatch.setenv("DIAGNOSIS_COMPILED_DIR", str(tmp_path / "compiled"))
+    shipped = save_program(Cite(), "20260101T000000Z", lm, ["seed", "unseen"])
+    results, _ = run_optimize({None: lm}, "--optimizers", "labeled")
+    meta = results["meta"]
+    # It qualified and its own guard held: only the narrower guard keeps it from replacing the shipped one.
+    assert meta["guard"]["holds"] and meta["saved"] is None
+    assert meta["why"].endswith(f"not saved over {shipped.name}, which was asked whole diagnoses of seed, unseen "
+                                "before it was saved: this run's guard did not ask unseen (--guard seed,unseen does)")
+    assert newest_compiled() == shipped
+
+    # Another LM's program does not stand in the way, nor does one saved before guards were recorded.
+    other = learner("scripted/other")
+    assert narrower_than_saved(["seed"], other) is None
+    save_program(Cite(), "20260102T000000Z", other, ["seed", "unseen", "hard"])
+    assert narrower_than_saved(["seed"], lm) is not None and narrower_than_saved(["unseen", "seed"], lm) is None
+    state = json.loads(shipped.read_text())
+    del state["metadata"]["guarded_on"]
+    shipped.write_text(json.dumps(state))
+    assert narrower_than_saved([], lm) is None
+
+
 def test_the_teacher_teaches_the_student(run_optimize):
     teacher = learner("scripted/teacher", always=True)
     student = learner("scripted/student")
@@ -293,6 +318,40 @@ def untouchable_lm(model: str = "scripted/learner") -> dspy.LM:
         pytest.fail("a replay or a rescore must not call the model")
 
     return dspy.LM(model, engine=ScriptedEngine(untouchable))
+
+
+def test_a_call_the_engine_failed_is_counted_apart_and_its_replay_fails_it_again(run_optimize, monkeypatch, capsys):
+    """A retry whose prompt overflowed the model's context was counted a model call and, left out of
+    the transcript, a request its replay never found (results/20261208T003135Z)."""
+    lm = learner()
+    respond = lm.engine.responder
+    case = next(c for c in DEVSET if c["split"] == "held-out")
+
+    def overflowing(stage, user, demos):
+        if stage == "claims" and case["question"] in user:
+            raise ValueError("Requested tokens (6543) exceed context window of 6144")
+        return respond(stage, user, demos)
+
+    lm.engine.responder = overflowing
+    results, run_dir = run_optimize({None: lm}, "--optimizers", "labeled", "--guard", "none")
+    meta = results["meta"]
+    reached = sum(stage == "claims" and case["question"] in user for stage, user in lm.engine.calls)
+    assert meta["failed_calls"] == reached >= 2
+    asked = len([line for line in (run_dir / "transcript.jsonl").read_text().splitlines()])
+    assert meta["model_calls"] + meta["failed_calls"] + meta["repeats_served"] + meta["cached_served"] == asked
+    errors = [json.loads(line)["error"] for line in (run_dir / "transcript.jsonl").read_text().splitlines()
+              if "error" in json.loads(line)]
+    assert len(errors) == reached and all("exceed context window" in e for e in errors)
+    assert f"calls the engine failed (no reply; the error is in the transcript): {reached}" in (run_dir / "report.md").read_text()
+
+    capsys.readouterr()
+    assert optimize.main(["--replay", str(run_dir)]) == 0
+    out = capsys.readouterr().out
+    assert "replay reproduces every recorded score, verdict and rule: True" in out
+    assert "every request was recorded: True" in out
+    replayed = json.loads((run_dir / "replay" / "results.json").read_text())["meta"]
+    assert (replayed["failed_calls"], replayed["model_calls"], replayed["unrecorded"]) == (
+        reached, meta["model_calls"], 0)
 
 
 def test_a_rescore_gives_each_case_its_recorded_reply_whatever_the_prompt_says_now(run_optimize, monkeypatch,

@@ -29,6 +29,11 @@ class TranscriptMissing(LookupError):
     """The replayed run asked for something the recorded run never did."""
 
 
+class RecordedFailure(RuntimeError):
+    """The call failed when the run was recorded (the entry's `error`): a replay fails it again, as
+    the engine did then, so the program takes the same path."""
+
+
 def request_key(request) -> str:
     """What identifies a request: its system text, messages and response schema."""
     payload = {
@@ -63,7 +68,9 @@ class RecordingEngine:
     first asking of a request in this run is answered from the replies of earlier runs where the
     cache keeps one, recorded marked `"cached": true` the same way, and every reply the model gives
     is kept in it. `calls` counts the replies the model gave, `repeats` those served from the run's
-    own transcript and `cached` those served from the cache.
+    own transcript and `cached` those served from the cache. A call the engine raised on (a prompt
+    longer than the model's context, a timeout) is recorded too, with its `error` and no reply, and
+    counted in `failed`; it is neither kept nor served again, so the next asking reaches the engine.
     """
 
     def __init__(self, inner, path: str | Path, *, serve_repeats: bool = True, cache: ReplyCache | None = None):
@@ -76,6 +83,7 @@ class RecordingEngine:
         self.calls = 0
         self.repeats = 0
         self.cached = 0
+        self.failed = 0
         self._lock = threading.Lock()
         self._replies: dict[str, Response] = {}
         # One lock per repeat key: a request waits for an identical one in flight and is then served
@@ -114,22 +122,30 @@ class RecordingEngine:
 
     def _call(self, request) -> Response:
         started = time.perf_counter()
-        response = self.inner.complete(request)
+        try:
+            response = self.inner.complete(request)
+        except Exception as exc:
+            self._write(request, None, seconds=round(time.perf_counter() - started, 3),
+                        error=f"{type(exc).__name__}: {exc}")
+            raise
         self._write(request, response, seconds=round(time.perf_counter() - started, 3))
         return response
 
-    def _write(self, request, response: Response, *, seconds: float, mark: str | None = None) -> None:
-        """`mark`: "repeat" or "cached" for a reply that did not come from the model, which the entry says."""
+    def _write(self, request, response: Response | None, *, seconds: float, mark: str | None = None,
+               error: str | None = None) -> None:
+        """`mark`: "repeat" or "cached" for a reply that did not come from the model, which the entry
+        says; `error`: what the engine raised instead of replying (`response` None)."""
         entry = {
             "key": request_key(request),
             "system": text_of(request.system),
             "messages": [{"role": m.role, "text": m.text or ""} for m in request.messages],
-            "reply": (response.message.text or "") if response.message else "",
-            "finish_reason": response.finish_reason,
-            "prompt_tokens": response.usage.input_tokens if response.usage else None,
-            "completion_tokens": response.usage.output_tokens if response.usage else None,
+            "reply": (response.message.text or "") if response and response.message else "",
+            "finish_reason": response.finish_reason if response else None,
+            "prompt_tokens": response.usage.input_tokens if response and response.usage else None,
+            "completion_tokens": response.usage.output_tokens if response and response.usage else None,
             "seconds": seconds,
             **({mark: True} if mark else {}),
+            **({"error": error} if error else {}),
         }
         with self._lock, self.path.open("a", encoding="utf-8") as out:
             out.write(json.dumps(entry, ensure_ascii=False) + "\n")
@@ -137,6 +153,8 @@ class RecordingEngine:
                 self.repeats += 1
             elif mark == "cached":
                 self.cached += 1
+            elif error:
+                self.failed += 1
             else:
                 self.calls += 1
 
@@ -160,8 +178,9 @@ def inputs_key(messages: list[tuple[str, str]], names: tuple[str, ...]) -> str |
 
 
 class ReplayEngine:
-    """Answers each request with the reply recorded for the same request, in recorded order.
-    `calls`, `repeats` and `cached` count the replayed entries as the recording engine counted them.
+    """Answers each request with the reply recorded for the same request, in recorded order, and
+    fails it again (RecordedFailure) where the recorded call failed.
+    `calls`, `repeats`, `cached` and `failed` count the replayed entries as the recording engine counted them.
     `narrows` and `supports_response_schema` say what the recorded LM's engine said, so that the
     program sends the requests it sent then (the embedded model narrows by its model string).
 
@@ -190,6 +209,7 @@ class ReplayEngine:
         self.calls = 0
         self.repeats = 0
         self.cached = 0
+        self.failed = 0
         # Requests the recorded run never made: a replay whose verdict moves with these moved because
         # the program now asks something else, not because the same replies read differently.
         self.missing = 0
@@ -215,6 +235,9 @@ class ReplayEngine:
                 self.repeats += 1
             elif entry.get("cached"):
                 self.cached += 1
+            elif entry.get("error"):
+                self.failed += 1
+                raise RecordedFailure(f"as recorded: {entry['error']}")
             else:
                 self.calls += 1
         return Response(

@@ -2,9 +2,11 @@
 
 `python optimize.py` saves `diagnosis-<UTC timestamp>.json` (DSPy's own save: demos and
 instructions per predictor) into ``DIAGNOSIS_COMPILED_DIR`` (default: ``compiled/`` in the project),
-with the identity of the LM it was compiled for in the file's DSPy metadata (``compiled_for``).
-Demos and instructions chosen for one model are tuned to it: `diagnose()` loads the newest file
-only for that LM, and otherwise runs the uncompiled program and notes why in the audit record.
+with the identity of the LM it was compiled for in the file's DSPy metadata (``compiled_for``), and
+the question sets its guard asked of it as whole diagnoses (``guarded_on``). Demos and instructions
+chosen for one model are tuned to it: `diagnose()` loads the newest file compiled for the LM it
+runs, and otherwise runs the uncompiled program and notes why in the audit record. A program
+compiled for a hosted LM therefore leaves the one shipped for the embedded model in use for it.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from contracts.settings import current, default
 log = logging.getLogger(__name__)
 PROJECT_DIR = Path(__file__).resolve().parents[2]
 COMPILED_FOR = "compiled_for"
+GUARDED_ON = "guarded_on"
 # Notes of the audit record: which compiled program ran, or why none did.
 COMPILED_USED = "compiled.used"
 COMPILED_REFUSED = "compiled.refused"
@@ -40,17 +43,19 @@ def compiled_dir() -> Path:
 
 
 def newest_compiled() -> Path | None:
+    candidates = _newest_first()
+    return candidates[0] if candidates else None
+
+
+def _newest_first() -> list[Path]:
     directory = compiled_dir()
-    if not directory.is_dir():
-        return None
-    candidates = sorted(directory.glob("diagnosis-*.json"))
-    return candidates[-1] if candidates else None
+    return sorted(directory.glob("diagnosis-*.json"), reverse=True) if directory.is_dir() else []
 
 
-def save_program(citation: dspy.Module, run_id: str, lm) -> Path:
+def save_program(citation: dspy.Module, run_id: str, lm, guarded_on: list[str] | None = None) -> Path:
     """The full diagnosis program with `citation` as its citation step (what diagnose() loads),
-    saved as compiled for `lm`. The file appears whole or not at all, so a diagnosis starting
-    meanwhile never reads half a program or one without its LM."""
+    saved as compiled for `lm`, with the question sets its guard asked. The file appears whole or
+    not at all, so a diagnosis starting meanwhile never reads half a program or one without its LM."""
     directory = compiled_dir()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"diagnosis-{run_id}.json"
@@ -61,6 +66,7 @@ def save_program(citation: dspy.Module, run_id: str, lm) -> Path:
         Diagnosis(citation=citation.deepcopy()).save(temporary)
         state = json.loads(Path(temporary).read_text(encoding="utf-8"))
         state["metadata"][COMPILED_FOR] = lm_identity(lm)
+        state["metadata"][GUARDED_ON] = list(guarded_on or [])
         Path(temporary).write_text(json.dumps(state, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
         os.replace(temporary, path)
     finally:
@@ -71,26 +77,49 @@ def save_program(citation: dspy.Module, run_id: str, lm) -> Path:
 
 def compiled_for(path: Path) -> dict:
     """The identity of the LM the file was compiled for; Unusable when it cannot be read or names none."""
-    try:
-        state = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise Unusable(f"{path.name} cannot be read ({type(exc).__name__}: {exc})") from None
-    metadata = state.get("metadata") if isinstance(state, dict) else None
-    identity = metadata.get(COMPILED_FOR) if isinstance(metadata, dict) else None
+    identity = _metadata(path).get(COMPILED_FOR)
     if not isinstance(identity, dict):
         raise Unusable(f"{path.name} does not record which LM it was compiled for "
                        "(files saved before that was recorded do not)")
     return identity
 
 
+def guarded_on(path: Path) -> list[str]:
+    """The question sets whole diagnoses were asked of before the file was saved (none for files
+    saved before that was recorded)."""
+    sets = _metadata(path).get(GUARDED_ON)
+    return [s for s in sets if isinstance(s, str)] if isinstance(sets, list) else []
+
+
+def _metadata(path: Path) -> dict:
+    try:
+        state = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise Unusable(f"{path.name} cannot be read ({type(exc).__name__}: {exc})") from None
+    metadata = state.get("metadata") if isinstance(state, dict) else None
+    return metadata if isinstance(metadata, dict) else {}
+
+
+def compiled_for_lm(lm) -> Path | None:
+    """The newest file compiled for `lm`: files compiled for other LMs are passed over, and the
+    search stops at a file that cannot say which LM it was compiled for (Unusable), because that
+    one may be the newest for `lm`."""
+    current = lm_identity(lm)
+    for path in _newest_first():
+        if compiled_for(path) == current:
+            return path
+    return None
+
+
 def load_program(store: AuditStore | None, lm) -> tuple[Diagnosis | None, Finding | None]:
-    """The newest compiled program when it was compiled for `lm`, with a note naming it; otherwise
-    None with a note saying why the run goes uncompiled (None, None when nothing was ever compiled)."""
-    path = newest_compiled()
-    if path is None:
+    """The newest program compiled for `lm`, with a note naming it; otherwise None with a note saying
+    why the run goes uncompiled (None, None when nothing was ever compiled)."""
+    newest = newest_compiled()
+    if newest is None:
         return None, None
     current = lm_identity(lm)
     try:
+        path = compiled_for_lm(lm) or newest
         program = _load(path, store, current)
     except Unusable as exc:
         log.warning("%s; running the uncompiled program", exc)

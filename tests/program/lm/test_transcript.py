@@ -10,7 +10,7 @@ import dspy
 import pytest
 from dspy.lm15 import Config, Message, Request
 
-from program.lm.transcript import TranscriptMissing, recording_lm, replaying_lm
+from program.lm.transcript import RecordedFailure, TranscriptMissing, recording_lm, replaying_lm
 from tests.support.scripted import ScriptedEngine
 
 
@@ -151,3 +151,34 @@ def test_repeated_diagnoses_replay_exactly(tmp_path, cases):
         assert (after.verdict, after.answer) == (before.verdict, before.answer) == ("PASS", before.answer)
         assert ({k: (u.lm_calls, u.prompt_tokens) for k, u in after.usage.items()}
                 == {k: (u.lm_calls, u.prompt_tokens) for k, u in before.usage.items()})
+
+
+def test_a_call_the_engine_fails_is_recorded_with_its_error_and_failed_again_in_the_replay(tmp_path):
+    """A prompt longer than the model's context raised in the engine and left no entry: the run
+    counted it a model call, its replay counted it a request never made (results/20261208T003135Z)."""
+    def respond(stage, user, demos):
+        if "too long" in user:
+            raise ValueError("Requested tokens (6543) exceed context window of 6144")
+        return f"reply to {user}"
+
+    engine = ScriptedEngine(respond)
+    base = dspy.LM("scripted/test", engine=engine, cache=False, temperature=0.0)
+    path = tmp_path / "transcript.jsonl"
+    lm = recording_lm(base, path, cache=tmp_path / "replies")
+    for _ in range(2):
+        with pytest.raises(ValueError, match="exceed context window"):
+            lm.engine.complete(request("too long"))
+    assert lm("fits") == ["reply to fits"]
+    # Neither a repeat nor a kept reply stands in for a failure: each asking reached the engine.
+    assert len(engine.calls) == 3 and (lm.engine.calls, lm.engine.failed, lm.engine.repeats, lm.engine.cached) == (1, 2, 0, 0)
+    failed = entries(path)[:2]
+    assert [e["error"] for e in failed] == ["ValueError: Requested tokens (6543) exceed context window of 6144"] * 2
+    assert [(e["reply"], e["finish_reason"], e["prompt_tokens"]) for e in failed] == [("", None, None)] * 2
+    assert "error" not in entries(path)[2]
+
+    replay = replaying_lm(base, path)
+    for _ in range(2):
+        with pytest.raises(RecordedFailure, match="as recorded: ValueError: Requested tokens"):
+            replay.engine.complete(request("too long"))
+    assert replay("fits") == ["reply to fits"]
+    assert (replay.engine.calls, replay.engine.failed, replay.engine.missing) == (1, 2, 0)

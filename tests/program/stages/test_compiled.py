@@ -96,12 +96,28 @@ def test_embedded_models_are_told_apart_by_weights_and_quantisation(compiled, st
     assert isinstance(program, Diagnosis) and note.rule == COMPILED_USED
 
 
-def test_only_the_newest_file_counts(compiled, case, store):
+def test_the_newest_file_compiled_for_this_lm_counts(compiled, case, store):
+    lm, _ = watched(case)
+    older = save_program(without_demos(), "20260101T000000Z", lm)
+    newer = save_program(without_demos(), "20260102T000000Z", lm)
+    # A program compiled for a hosted LM leaves the one shipped for this LM in use.
+    save_program(without_demos(), "20260103T000000Z", lm.copy(model="scripted/other"))
+    program, note = load_program(store, lm)
+    assert isinstance(program, Diagnosis) and note.message == f"compiled program {newer}, compiled for scripted/test"
+    assert older != newer
+    # An LM none was compiled for is told about the newest file.
+    program, note = load_program(store, lm.copy(model="scripted/third"))
+    assert program is None and note.message == ("diagnosis-20260103T000000Z.json was compiled for scripted/other, "
+                                                "this run uses scripted/third: running uncompiled")
+
+
+def test_a_newer_file_that_cannot_say_its_lm_is_not_passed_over(compiled, case, store):
     lm, _ = watched(case)
     save_program(without_demos(), "20260101T000000Z", lm)
-    save_program(without_demos(), "20260102T000000Z", lm.copy(model="scripted/other"))
+    (compiled / "diagnosis-20260102T000000Z.json").write_text("{broken")
+    # It may be the newest program for this LM: running an older one in its place would hide that.
     program, note = load_program(store, lm)
-    assert program is None and "diagnosis-20260102T000000Z.json was compiled for scripted/other" in note.message
+    assert program is None and note.message.startswith("diagnosis-20260102T000000Z.json cannot be read")
 
 
 def test_a_file_saved_before_programs_recorded_their_lm_is_refused(compiled, case, store):
