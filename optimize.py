@@ -258,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
     # A replay and a rescore record the evidence as their run did: its replies cite those refs.
     recording = recording_of(recorded["meta"]) if recorded else Recording()
     base_lm = resolve_lm(args.lm)
+    if not recorded and args.guard_sets is not None and (narrower := narrower_than_saved(args.guard_sets, base_lm)):
+        say(f"its guard asks fewer question sets than the program a save would replace: {narrower}")
 
     def with_transcript(base, name="transcript.jsonl"):
         return recording_lm(base, out / name, cache=args.reply_cache)
@@ -337,9 +339,10 @@ def main(argv: list[str] | None = None) -> int:
     repeats, cached = served()
     # A request a replay's transcript does not hold reached no model: it failed its attempt.
     unrecorded = sum(getattr(e, "missing", 0) for e in engines)
-    # A call the engine raised on gave no reply: counted apart, its error in the transcript.
+    # What the engines counted: DSPy asks a call again after a transient failure, so one call of a
+    # program can be several of the model's, and a call the engine raised on gave no reply.
     failed = sum(getattr(e, "failed", 0) for e in engines)
-    meta.update(model_calls=calls.calls - repeats - cached - unrecorded - failed, failed_calls=failed,
+    meta.update(model_calls=sum(e.calls for e in engines), failed_calls=failed,
                 repeats_served=repeats, cached_served=cached, cache_ignored=sum(c.ignored for c in caches()),
                 unrecorded=unrecorded)
     meta["wall_seconds"] = recorded["meta"]["wall_seconds"] if recorded else round(time.perf_counter() - started, 1)

@@ -194,7 +194,7 @@ def transcript_cases(runs: list[Path]) -> Iterator[Case]:
         last: dict[str, dict] = {}
         for call in calls:
             user = call["messages"][-1]["text"] if call["messages"] else ""
-            if "[[ ## observations ## ]]" in user and "`claims`" in call["system"]:
+            if "[[ ## observations ## ]]" in user and "`claims`" in call["system"] and not call.get("error"):
                 last[_section(user, "question")] = {"observations": _section(user, "observations"), "reply": call["reply"]}
         questions = {r["id"]: q for r in results["rows"] for q in [_question_of(r["id"])] if q}
         for row_id in sorted(right):

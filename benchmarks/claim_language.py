@@ -63,6 +63,8 @@ def texts_by_question(transcript: Path) -> dict[str, dict[str, list[tuple[str, s
     question = ""
     for line in transcript.read_text(encoding="utf-8").splitlines():
         entry = json.loads(line)
+        if entry.get("error"):  # a call that failed wrote nothing
+            continue
         stage = stage_of(entry["system"])
         user = entry["messages"][-1]["text"]
         # A call shown no question (the verifier's second opinion) belongs to the diagnosis before it.

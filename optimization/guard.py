@@ -120,9 +120,10 @@ def narrower_than_saved(sets: list[str], lm: dspy.BaseLM) -> str | None:
     """Why a candidate guarded on `sets` must not replace the program saved for `lm`, or None when it may."""
     try:
         saved = compiled_for_lm(lm)
+        asked = guarded_on(saved) if saved is not None else []
     except Unusable:  # a file that cannot say its LM is refused at load; a newer one takes its place
         return None
-    if saved is None or not (missing := [s for s in guarded_on(saved) if s not in sets]):
+    if not (missing := [s for s in asked if s not in sets]):
         return None
-    return (f"not saved over {saved.name}, which was asked whole diagnoses of {', '.join(guarded_on(saved))} before it "
-            f"was saved: this run's guard did not ask {', '.join(missing)} (--guard {','.join(guarded_on(saved))} does)")
+    return (f"not saved over {saved.name}, which was asked whole diagnoses of {', '.join(asked)} before it "
+            f"was saved: this run's guard did not ask {', '.join(missing)} (--guard {','.join(asked)} does)")

@@ -243,9 +243,9 @@ def test_a_run_whose_guard_asked_less_saves_nothing_over_the_program_it_would_re
 
     # Another LM's program does not stand in the way, nor does one saved before guards were recorded.
     other = learner("scripted/other")
-    assert narrower_than_saved(["seed"], other) is None
     save_program(Cite(), "20260102T000000Z", other, ["seed", "unseen", "hard"])
     assert narrower_than_saved(["seed"], lm) is not None and narrower_than_saved(["unseen", "seed"], lm) is None
+    assert narrower_than_saved(["seed", "unseen"], other) is not None
     state = json.loads(shipped.read_text())
     del state["metadata"]["guarded_on"]
     shipped.write_text(json.dumps(state))

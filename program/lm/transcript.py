@@ -17,7 +17,9 @@ import time
 from pathlib import Path
 
 import dspy
+from dspy.clients.errors import wrap_error
 from dspy.lm15 import Message, Response, TextPart, Usage
+from dspy.utils.exceptions import LMTransportError, is_retryable_lm_error
 
 from program.lm.adapter import field_value
 from program.lm.engine import lm_identity
@@ -32,6 +34,11 @@ class TranscriptMissing(LookupError):
 class RecordedFailure(RuntimeError):
     """The call failed when the run was recorded (the entry's `error`): a replay fails it again, as
     the engine did then, so the program takes the same path."""
+
+
+class RecordedTransientFailure(LMTransportError):
+    """A recorded failure DSPy took for transient and asked again (a timeout, a server error): a
+    replay fails it as one, so DSPy asks again and gets the reply recorded next."""
 
 
 def request_key(request) -> str:
@@ -125,16 +132,19 @@ class RecordingEngine:
         try:
             response = self.inner.complete(request)
         except Exception as exc:
+            # As DSPy's boundary will see it: a transient failure is asked again, each asking recorded.
+            transient = is_retryable_lm_error(wrap_error(exc, model=str(request.model)))
             self._write(request, None, seconds=round(time.perf_counter() - started, 3),
-                        error=f"{type(exc).__name__}: {exc}")
+                        error=f"{type(exc).__name__}: {exc}", transient=transient)
             raise
         self._write(request, response, seconds=round(time.perf_counter() - started, 3))
         return response
 
     def _write(self, request, response: Response | None, *, seconds: float, mark: str | None = None,
-               error: str | None = None) -> None:
+               error: str | None = None, transient: bool = False) -> None:
         """`mark`: "repeat" or "cached" for a reply that did not come from the model, which the entry
-        says; `error`: what the engine raised instead of replying (`response` None)."""
+        says; `error`: what the engine raised instead of replying (`response` None), `transient`
+        when DSPy asks such a call again."""
         entry = {
             "key": request_key(request),
             "system": text_of(request.system),
@@ -146,6 +156,7 @@ class RecordingEngine:
             "seconds": seconds,
             **({mark: True} if mark else {}),
             **({"error": error} if error else {}),
+            **({"transient": True} if transient else {}),
         }
         with self._lock, self.path.open("a", encoding="utf-8") as out:
             out.write(json.dumps(entry, ensure_ascii=False) + "\n")
@@ -237,6 +248,9 @@ class ReplayEngine:
                 self.cached += 1
             elif entry.get("error"):
                 self.failed += 1
+                if entry.get("transient"):
+                    # No wait: the recorded run waited already.
+                    raise RecordedTransientFailure(f"as recorded: {entry['error']}", retry_after=0)
                 raise RecordedFailure(f"as recorded: {entry['error']}")
             else:
                 self.calls += 1

@@ -11,6 +11,7 @@ import pytest
 from dspy.lm15 import Config, Message, Request
 
 from program.lm.transcript import RecordedFailure, TranscriptMissing, recording_lm, replaying_lm
+from dspy.utils.exceptions import LMTimeoutError
 from tests.support.scripted import ScriptedEngine
 
 
@@ -182,3 +183,25 @@ def test_a_call_the_engine_fails_is_recorded_with_its_error_and_failed_again_in_
             replay.engine.complete(request("too long"))
     assert replay("fits") == ["reply to fits"]
     assert (replay.engine.calls, replay.engine.failed, replay.engine.missing) == (1, 2, 0)
+
+
+def test_a_transient_failure_dspy_asked_again_replays_as_one(tmp_path):
+    """DSPy asks a call again after a timeout: the recorded run holds the failure and then the reply,
+    and its replay must fail the first the same way, so that DSPy asks again and gets the second."""
+    timeouts = iter([LMTimeoutError("the server took too long", retry_after=0)])
+
+    def respond(stage, user, demos):
+        return next(timeouts, None) or f"reply to {user}"
+
+    engine = ScriptedEngine(respond)
+    base = dspy.LM("scripted/test", engine=engine, cache=False, temperature=0.0)
+    path = tmp_path / "transcript.jsonl"
+    lm = recording_lm(base, path)
+    assert lm("slow") == ["reply to slow"]
+    assert len(engine.calls) == 2 and (lm.engine.calls, lm.engine.failed) == (1, 1)
+    failure, reply = entries(path)
+    assert failure["transient"] is True and "the server took too long" in failure["error"] and "transient" not in reply
+
+    replay = replaying_lm(base, path)
+    assert replay("slow") == ["reply to slow"]
+    assert (replay.engine.calls, replay.engine.failed, replay.engine.missing) == (1, 1, 0)
