@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> int:
     # A replay and a rescore record the evidence as their run did: its replies cite those refs.
     recording = recording_of(recorded["meta"]) if recorded else Recording()
     base_lm = resolve_lm(args.lm)
-    if not recorded and args.guard_sets is not None and (narrower := narrower_than_saved(args.guard_sets, base_lm)):
+    if not recorded and (narrower := narrower_than_saved(args.guard_sets, base_lm)):
         say(f"its guard asks fewer question sets than the program a save would replace: {narrower}")
 
     def with_transcript(base, name="transcript.jsonl"):

@@ -6,7 +6,7 @@ with the identity of the LM it was compiled for in the file's DSPy metadata (``c
 the question sets its guard asked of it as whole diagnoses (``guarded_on``). Demos and instructions
 chosen for one model are tuned to it: `diagnose()` loads the newest file compiled for the LM it
 runs, and otherwise runs the uncompiled program and notes why in the audit record. A program
-compiled for a hosted LM therefore leaves the one shipped for the embedded model in use for it.
+compiled for a hosted LM therefore leaves one compiled for the embedded model in use for that model.
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ def _newest_first() -> list[Path]:
     return sorted(directory.glob("diagnosis-*.json"), reverse=True) if directory.is_dir() else []
 
 
-def save_program(citation: dspy.Module, run_id: str, lm, guarded_on: list[str] | None = None) -> Path:
+def save_program(citation: dspy.Module, run_id: str, lm, guard_sets: list[str] | None = None) -> Path:
     """The full diagnosis program with `citation` as its citation step (what diagnose() loads),
     saved as compiled for `lm`, with the question sets its guard asked. The file appears whole or
     not at all, so a diagnosis starting meanwhile never reads half a program or one without its LM."""
@@ -66,7 +66,7 @@ def save_program(citation: dspy.Module, run_id: str, lm, guarded_on: list[str] |
         Diagnosis(citation=citation.deepcopy()).save(temporary)
         state = json.loads(Path(temporary).read_text(encoding="utf-8"))
         state["metadata"][COMPILED_FOR] = lm_identity(lm)
-        state["metadata"][GUARDED_ON] = list(guarded_on or [])
+        state["metadata"][GUARDED_ON] = list(guard_sets or [])
         Path(temporary).write_text(json.dumps(state, ensure_ascii=False, indent=2) + "\n", encoding="utf-8")
         os.replace(temporary, path)
     finally:

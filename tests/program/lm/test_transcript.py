@@ -9,9 +9,9 @@ from concurrent.futures import ThreadPoolExecutor
 import dspy
 import pytest
 from dspy.lm15 import Config, Message, Request
+from dspy.utils.exceptions import LMTimeoutError
 
 from program.lm.transcript import RecordedFailure, TranscriptMissing, recording_lm, replaying_lm
-from dspy.utils.exceptions import LMTimeoutError
 from tests.support.scripted import ScriptedEngine
 
 

@@ -98,13 +98,12 @@ def test_embedded_models_are_told_apart_by_weights_and_quantisation(compiled, st
 
 def test_the_newest_file_compiled_for_this_lm_counts(compiled, case, store):
     lm, _ = watched(case)
-    older = save_program(without_demos(), "20260101T000000Z", lm)
+    save_program(without_demos(), "20260101T000000Z", lm)
     newer = save_program(without_demos(), "20260102T000000Z", lm)
     # A program compiled for a hosted LM leaves the one shipped for this LM in use.
     save_program(without_demos(), "20260103T000000Z", lm.copy(model="scripted/other"))
     program, note = load_program(store, lm)
     assert isinstance(program, Diagnosis) and note.message == f"compiled program {newer}, compiled for scripted/test"
-    assert str(older) not in note.message
     # An LM none was compiled for is told about the newest file.
     program, note = load_program(store, lm.copy(model="scripted/third"))
     assert program is None and note.message == ("diagnosis-20260103T000000Z.json was compiled for scripted/other, "
