@@ -244,8 +244,11 @@ def test_a_run_whose_guard_asked_less_saves_nothing_over_the_program_it_would_re
     # Another LM's program does not stand in the way, nor does one saved before guards were recorded.
     other = learner("scripted/other")
     save_program(Cite(), "20260102T000000Z", other, ["seed", "unseen", "hard"])
-    assert narrower_than_saved(["seed"], lm) is not None and narrower_than_saved(["unseen", "seed"], lm) is None
-    assert narrower_than_saved(["seed", "unseen"], other) is not None
+    assert narrower_than_saved(["seed"], lm).startswith(f"not saved over {shipped.name}")
+    assert narrower_than_saved(["unseen", "seed"], lm) is None
+    assert narrower_than_saved(["seed", "unseen"], other) == (
+        "not saved over diagnosis-20260102T000000Z.json, which was asked whole diagnoses of seed, unseen, hard before "
+        "it was saved: this run's guard did not ask hard (--guard seed,unseen,hard does)")
     state = json.loads(shipped.read_text())
     del state["metadata"]["guarded_on"]
     shipped.write_text(json.dumps(state))
